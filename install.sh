@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# install.sh: build agent-reach from this checkout and install it.
+#
+#   ./install.sh [--with-aliases]
+#
+# Builds the release binary with the locked dependencies, installs
+# `agent-reach` to ${PREFIX:-$HOME/.local}/bin and, with --with-aliases, the
+# personality links (apply_patch, applypatch, agent-reach-sandbox,
+# agent-reach-exec) beside it. Running it again replaces what it installed.
+set -euo pipefail
+
+with_aliases=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-aliases) with_aliases=1 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown argument: $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+here=$(cd "$(dirname "$0")" && pwd)
+prefix=${PREFIX:-$HOME/.local}
+bindir="$prefix/bin"
+
+if ! command -v cargo >/dev/null 2>&1; then
+  for candidate in "$HOME/.cargo/bin/cargo" /usr/local/cargo/bin/cargo; do
+    if [ -x "$candidate" ]; then PATH="$(dirname "$candidate"):$PATH"; break; fi
+  done
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install.sh: cargo is not installed or not on PATH." >&2
+  echo "  Install the Rust toolchain (https://rustup.rs), then run ./install.sh again." >&2
+  exit 1
+fi
+
+echo "install.sh: building the release binary (cargo build --release --locked)..."
+cargo build --release --locked --manifest-path "$here/Cargo.toml"
+target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$here/Cargo.toml" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null \
+  || echo "$here/target")
+built="$target_dir/release/agent-reach"
+
+mkdir -p "$bindir"
+# Copy to a temporary name, then rename: a running agent-reach keeps working.
+install -m 0755 "$built" "$bindir/.agent-reach.new"
+mv -f "$bindir/.agent-reach.new" "$bindir/agent-reach"
+echo "installed $bindir/agent-reach"
+
+if [ "$with_aliases" = 1 ]; then
+  for name in apply_patch applypatch agent-reach-sandbox agent-reach-exec; do
+    ln -sfn agent-reach "$bindir/$name"
+    echo "installed $bindir/$name -> agent-reach"
+  done
+fi
+
+case ":$PATH:" in
+  *":$bindir:"*) ;;
+  *) echo "note: $bindir is not on your PATH; add it with:"
+     echo "  export PATH=\"$bindir:\$PATH\"" ;;
+esac

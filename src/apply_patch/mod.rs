@@ -1,0 +1,3 @@
+//! apply_patch: the Codex patch format, applied all-or-nothing.
+
+pub mod cli;

@@ -1,0 +1,103 @@
+//! The normal command-line interface: `agent-reach SUBCOMMAND ...`.
+//!
+//! clap turns the arguments into one of the subcommands the contract lists;
+//! each subcommand is its own module and returns an exit code. Subcommands
+//! that run commands for others first set up the session ([`session`]),
+//! still on the single dispatch thread.
+
+pub mod doctor;
+pub mod exec;
+pub mod run;
+pub mod serve;
+pub mod session;
+pub mod shell;
+pub mod tools;
+
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand};
+
+use crate::context::ProcessContext;
+use crate::exit_code;
+
+/// agent-reach: the execution layer for AI coding agents.
+#[derive(Debug, Parser)]
+#[command(name = "agent-reach", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands of the contract.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one command through the exec engine.
+    Run(run::RunArgs),
+    /// One JSON request on stdin (--json), or many, one per line (--jsonl).
+    Exec(exec::ExecArgs),
+    /// MCP server on stdio.
+    Serve(serve::ServeArgs),
+    /// Run CMD (default $SHELL) with the session PATH entry first.
+    Shell(shell::ShellArgs),
+    /// Confine a command with Landlock and seccomp, then exec it.
+    #[command(disable_help_flag = true)]
+    Sandbox(PassThroughArgs),
+    /// Apply a patch (argument or stdin).
+    #[command(name = "apply-patch", disable_help_flag = true)]
+    ApplyPatch(PassThroughArgs),
+    /// Inspect and check the tool registry.
+    Tools(tools::ToolsArgs),
+    /// What this machine supports.
+    Doctor(doctor::DoctorArgs),
+}
+
+/// Arguments handed unparsed to a personality that parses its own.
+#[derive(Debug, clap::Args)]
+pub struct PassThroughArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<OsString>,
+}
+
+/// Parses the CLI arguments and runs the subcommand.
+pub fn main(ctx: ProcessContext) -> i32 {
+    let argv = std::iter::once(OsString::from("agent-reach")).chain(ctx.args.iter().cloned());
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(err) => return clap_error_exit(&err, usage_error_code(&ctx)),
+    };
+    match cli.command {
+        Command::Run(args) => run::main(args, ctx),
+        Command::Exec(args) => exec::main(args, ctx),
+        Command::Serve(args) => serve::main(args, ctx),
+        Command::Shell(args) => shell::main(args, ctx),
+        Command::Sandbox(pass) => crate::sandbox::cli::main(&with_args(ctx, pass.args)),
+        Command::ApplyPatch(pass) => crate::apply_patch::cli::main(&with_args(ctx, pass.args)),
+        Command::Tools(args) => tools::main(args, ctx),
+        Command::Doctor(args) => doctor::main(args, &ctx),
+    }
+}
+
+fn with_args(mut ctx: ProcessContext, args: Vec<OsString>) -> ProcessContext {
+    ctx.args = args;
+    ctx
+}
+
+/// `run` follows the exec engine's codes (125 for bad flags); the other
+/// subcommands use the usual usage code 2.
+fn usage_error_code(ctx: &ProcessContext) -> i32 {
+    match ctx.args.first().and_then(|a| a.to_str()) {
+        Some("run") => exit_code::INTERNAL,
+        _ => exit_code::USAGE,
+    }
+}
+
+/// Prints a clap error (or help/version) and returns the exit code for it.
+pub fn clap_error_exit(err: &clap::Error, usage_code: i32) -> i32 {
+    use clap::error::ErrorKind;
+    let _ = err.print();
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => exit_code::SUCCESS,
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => usage_code,
+        _ => usage_code,
+    }
+}

@@ -1,0 +1,263 @@
+//! The session PATH directory: links to this executable under every
+//! personality name, first on the PATH of every child, gone when we are.
+//!
+//! A model that types `apply_patch <<'EOF'` in a shell agent-reach started must
+//! find the tool with nothing installed. So every process that runs commands
+//! for others creates `$AGENT_REACH_HOME/tmp/path/<random>` (0700) before any
+//! thread starts, fills it with links, and holds an advisory lock on a
+//! `.lock` file inside it for as long as the [`PathGuard`] lives. Dropping the
+//! guard removes the directory. A process killed with SIGKILL cannot drop
+//! anything, so each start first sweeps siblings whose lock is free.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::dispatch::PERSONALITY_NAMES;
+
+/// The lock file held inside each session PATH directory.
+pub const LOCK_FILE_NAME: &str = ".lock";
+/// A directory with no lock file yet may be one being created right now by
+/// another start; it is only swept once it is older than this.
+const UNLOCKED_GRACE: Duration = Duration::from_secs(60);
+
+/// Why the session PATH directory could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PathGuardError {
+    /// A directory could not be created.
+    #[error("cannot create session PATH directory {path}: {source}")]
+    CreateDir { path: PathBuf, source: io::Error },
+    /// The lock file could not be created or locked.
+    #[error("cannot lock {path}: {source}")]
+    Lock { path: PathBuf, source: io::Error },
+    /// A link to the executable could not be made.
+    #[error("cannot link {dest} to {src}: {source}")]
+    Link {
+        src: PathBuf,
+        dest: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// Owns one session PATH directory; dropping it removes the directory.
+#[derive(Debug)]
+pub struct PathGuard {
+    // Field order matters: the directory is removed before the lock is let
+    // go, so a concurrent sweep never sees a free lock on a live directory.
+    dir: tempfile::TempDir,
+    _lock: Flock<File>,
+}
+
+impl PathGuard {
+    /// Sweeps stale siblings, then creates and fills a fresh directory under
+    /// `<home>/tmp/path` with links to `exe`.
+    pub fn create(home: &Path, exe: &Path) -> Result<Self, PathGuardError> {
+        let parent = path_root(home);
+        create_private_dir_all(&parent)?;
+        // A failed sweep only leaves litter behind; it must not stop a start.
+        let _ = sweep_stale(&parent);
+        let dir = tempfile::Builder::new()
+            .prefix("s")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .tempdir_in(&parent)
+            .map_err(|source| PathGuardError::CreateDir {
+                path: parent.clone(),
+                source,
+            })?;
+        let lock = lock_file(&dir.path().join(LOCK_FILE_NAME), true)?;
+        for (name, _) in PERSONALITY_NAMES {
+            link_executable(exe, &dir.path().join(link_file_name(name)))?;
+        }
+        Ok(Self { dir, _lock: lock })
+    }
+
+    /// The directory to put first on children's PATH.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `dir` followed by the entries of `old_path` (which may be empty).
+    pub fn prepend_to(&self, old_path: Option<&std::ffi::OsStr>) -> std::ffi::OsString {
+        let mut entries = vec![self.dir().to_path_buf()];
+        if let Some(old) = old_path {
+            entries.extend(std::env::split_paths(old).filter(|p| p != self.dir()));
+        }
+        std::env::join_paths(entries).unwrap_or_else(|_| self.dir().as_os_str().to_owned())
+    }
+}
+
+/// Where session PATH directories live for a given agent-reach home.
+pub fn path_root(home: &Path) -> PathBuf {
+    home.join("tmp").join("path")
+}
+
+#[cfg(not(windows))]
+fn link_file_name(name: &str) -> String {
+    name.to_owned()
+}
+
+#[cfg(windows)]
+fn link_file_name(name: &str) -> String {
+    format!("{name}.cmd")
+}
+
+fn create_private_dir_all(path: &Path) -> Result<(), PathGuardError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|source| PathGuardError::CreateDir {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn lock_file(path: &Path, create: bool) -> Result<Flock<File>, PathGuardError> {
+    let lock_err = |source| PathGuardError::Lock {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(lock_err)?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, errno)| lock_err(io::Error::from(errno)))
+}
+
+/// Removes every directory under `parent` whose lock is free, and leaves those
+/// whose lock is held. Returns the directories removed.
+pub fn sweep_stale(parent: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    for entry in fs::read_dir(parent)? {
+        let entry = entry?;
+        let path = entry.path();
+        if !entry.file_type()?.is_dir() {
+            continue;
+        }
+        let lock_path = path.join(LOCK_FILE_NAME);
+        let stale = if lock_path.exists() {
+            // Holding the lock while deleting keeps a racing sweep out.
+            match lock_file(&lock_path, false) {
+                Ok(lock) => {
+                    let gone = fs::remove_dir_all(&path).is_ok();
+                    drop(lock);
+                    gone
+                }
+                Err(_) => false,
+            }
+        } else {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| SystemTime::now().duration_since(m).ok())
+                .is_some_and(|age| age > UNLOCKED_GRACE);
+            old && fs::remove_dir_all(&path).is_ok()
+        };
+        if stale {
+            removed.push(path);
+        }
+    }
+    Ok(removed)
+}
+
+/// Links `dest` to `src`: a symlink, or a hard link where symlinks fail. An
+/// existing `dest` is replaced.
+#[cfg(unix)]
+fn link_executable(src: &Path, dest: &Path) -> Result<(), PathGuardError> {
+    let link_err = |source| PathGuardError::Link {
+        src: src.to_path_buf(),
+        dest: dest.to_path_buf(),
+        source,
+    };
+    match fs::remove_file(dest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(link_err(e)),
+    }
+    std::os::unix::fs::symlink(src, dest)
+        .or_else(|_| fs::hard_link(src, dest))
+        .map_err(link_err)
+}
+
+/// On Windows the "link" is a `.cmd` shim made from the template in `shims/`.
+#[cfg(windows)]
+fn link_executable(src: &Path, dest: &Path) -> Result<(), PathGuardError> {
+    const TEMPLATE: &str = include_str!("../shims/personality.cmd");
+    let name = dest
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    let body = TEMPLATE
+        .replace("{exe}", &src.display().to_string())
+        .replace("{name}", name);
+    fs::write(dest, body).map_err(|source| PathGuardError::Link {
+        src: src.to_path_buf(),
+        dest: dest.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn guard_creates_private_dir_with_links_and_removes_it_on_drop() {
+        let home = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let guard = PathGuard::create(home.path(), &exe).unwrap();
+        let dir = guard.dir().to_path_buf();
+        assert!(dir.starts_with(path_root(home.path())));
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        for (name, _) in PERSONALITY_NAMES {
+            assert_eq!(
+                fs::canonicalize(dir.join(name)).unwrap(),
+                fs::canonicalize(&exe).unwrap()
+            );
+        }
+        assert!(dir.join(LOCK_FILE_NAME).exists());
+        drop(guard);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn sweep_removes_unlocked_and_keeps_locked_dirs() {
+        let home = tempfile::tempdir().unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let live = PathGuard::create(home.path(), &exe).unwrap();
+        let dead = path_root(home.path()).join("sdead");
+        fs::create_dir_all(&dead).unwrap();
+        fs::write(dead.join(LOCK_FILE_NAME), "").unwrap();
+        let removed = sweep_stale(&path_root(home.path())).unwrap();
+        assert_eq!(removed, vec![dead.clone()]);
+        assert!(!dead.exists());
+        assert!(live.dir().exists());
+    }
+
+    #[test]
+    fn prepend_puts_dir_first_once() {
+        let home = tempfile::tempdir().unwrap();
+        let guard = PathGuard::create(home.path(), &std::env::current_exe().unwrap()).unwrap();
+        let joined = guard.prepend_to(Some(std::ffi::OsStr::new("/usr/bin:/bin")));
+        let parts: Vec<_> = std::env::split_paths(&joined).collect();
+        assert_eq!(parts[0], guard.dir());
+        assert_eq!(
+            &parts[1..],
+            &[PathBuf::from("/usr/bin"), PathBuf::from("/bin")]
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! The normalized result: the one JSON shape every one-shot execution yields
+//! (`run --json`, `exec --json`, `exec --jsonl`, registry tools).
+//!
+//! The contract fixes the field names and the `status` and `error.kind`
+//! vocabularies; this module is the only place they are spelled.
+
+use serde::{Deserialize, Serialize};
+
+/// How an execution ended, as the contract names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The command exited 0.
+    Success,
+    /// The command exited with another code, or was killed by a signal.
+    Failure,
+    /// The command was killed at its command timeout (exit 124).
+    Timeout,
+    /// The request was refused before anything ran.
+    Rejected,
+    /// The queue was full; `error.retry_after_ms` says when to try again.
+    Busy,
+    /// agent-reach itself failed.
+    Error,
+}
+
+/// Bytes each stream produced, before any folding.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginalBytes {
+    pub stdout: u64,
+    pub stderr: u64,
+}
+
+/// What the sandbox enforced, as `agent-reach-sandbox --report` wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxAttestation {
+    /// `enforced`, `partial` or `none`.
+    pub fs: String,
+    /// `enforced` or `none`.
+    pub net: String,
+    /// The Landlock ABI the kernel granted, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abi: Option<u32>,
+}
+
+/// A stable error kind and a one-line message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultError {
+    pub kind: String,
+    pub message: String,
+    /// Only with `status: busy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// Processes the command started that could not be killed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub survivors: Vec<u32>,
+}
+
+/// The normalized result of one execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NormalizedResult {
+    pub id: Option<serde_json::Value>,
+    pub tool: Option<String>,
+    pub status: Status,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub duration_ms: u64,
+    pub truncated: bool,
+    pub original_bytes: OriginalBytes,
+    pub full_output_path: Option<String>,
+    pub sandbox: Option<SandboxAttestation>,
+    pub cached: bool,
+    pub error: Option<ResultError>,
+}
+
+impl NormalizedResult {
+    /// A result for a request that never ran (rejected, busy or error).
+    pub fn refused(
+        id: Option<serde_json::Value>,
+        tool: Option<String>,
+        status: Status,
+        kind: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            id,
+            tool,
+            status,
+            exit_code: None,
+            signal: None,
+            stdout: String::new(),
+            stderr: String::new(),
+            duration_ms: 0,
+            truncated: false,
+            original_bytes: OriginalBytes::default(),
+            full_output_path: None,
+            sandbox: None,
+            cached: false,
+            error: Some(ResultError {
+                kind: kind.to_owned(),
+                message: message.into(),
+                retry_after_ms: None,
+                survivors: Vec::new(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_every_contract_field() {
+        let result = NormalizedResult::refused(
+            Some(serde_json::json!("req-7")),
+            Some("git_status".into()),
+            Status::Rejected,
+            "unknown_tool",
+            "no tool named git_status",
+        );
+        let value = serde_json::to_value(&result).unwrap();
+        for field in [
+            "id",
+            "tool",
+            "status",
+            "exit_code",
+            "signal",
+            "stdout",
+            "stderr",
+            "duration_ms",
+            "truncated",
+            "original_bytes",
+            "full_output_path",
+            "sandbox",
+            "cached",
+            "error",
+        ] {
+            assert!(value.get(field).is_some(), "missing {field}");
+        }
+        assert_eq!(value["status"], "rejected");
+        assert_eq!(value["error"]["kind"], "unknown_tool");
+        assert!(value["error"].get("retry_after_ms").is_none());
+    }
+}

@@ -1,0 +1,3 @@
+//! The sandbox wrapper: Landlock and seccomp, fail-closed, attested.
+
+pub mod cli;

@@ -1,0 +1,37 @@
+//! Writing to our own stdout and stderr without ever panicking.
+//!
+//! `println!` panics when stdout is a closed pipe (`agent-reach ... | head`).
+//! A reader that stopped reading is not an error of ours: a broken pipe on
+//! stdout ends the process with exit 0, and every other write error is 125.
+
+use std::io::{self, Write};
+
+use crate::exit_code;
+
+/// Writes all of `bytes` to stdout and flushes.
+pub fn write_stdout(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+/// The exit code a personality ends with after stdout failed with `err`.
+pub fn exit_code_for_stdout_error(err: &io::Error) -> i32 {
+    if err.kind() == io::ErrorKind::BrokenPipe {
+        exit_code::SUCCESS
+    } else {
+        eprintln!("agent-reach: cannot write to stdout: {err}");
+        exit_code::INTERNAL
+    }
+}
+
+/// Prints `text` to stdout; on failure returns the exit code to end with.
+pub fn print_or_exit_code(text: &str) -> Result<(), i32> {
+    write_stdout(text.as_bytes()).map_err(|e| exit_code_for_stdout_error(&e))
+}
+
+/// The one-line error personalities print when this build lacks them.
+pub fn not_available(what: &str) -> i32 {
+    eprintln!("agent-reach: {what} is not available in this build");
+    exit_code::INTERNAL
+}

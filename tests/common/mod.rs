@@ -1,0 +1,342 @@
+//! The shared test harness: a temp dir per test, commands with a cleared
+//! environment and a hard time limit, and assertions that chain and print
+//! everything needed to debug a failure (command, cwd, code, stdout, stderr).
+
+#![allow(dead_code)]
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_agent-reach"))
+}
+
+/// A per-test scenario: a work dir, a private agent-reach home, a bin dir for links.
+pub struct TestEnv {
+    pub root: tempfile::TempDir,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestEnv {
+    pub fn new() -> Self {
+        let root = tempfile::Builder::new()
+            .prefix("ar-test")
+            .tempdir()
+            .unwrap();
+        for dir in ["work", "home", "bin", "ar-home"] {
+            fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        Self { root }
+    }
+
+    /// The directory commands run in.
+    pub fn work(&self) -> PathBuf {
+        self.root.path().join("work")
+    }
+
+    /// `$AGENT_REACH_HOME` for this test.
+    pub fn ar_home(&self) -> PathBuf {
+        self.root.path().join("ar-home")
+    }
+
+    /// The session PATH directories' parent.
+    pub fn path_root(&self) -> PathBuf {
+        self.ar_home().join("tmp").join("path")
+    }
+
+    /// Makes a symlink named `name` to the binary and returns its path.
+    pub fn link(&self, name: impl AsRef<OsStr>) -> PathBuf {
+        let dest = self.root.path().join("bin").join(name.as_ref());
+        let _ = fs::remove_file(&dest);
+        std::os::unix::fs::symlink(bin(), &dest).unwrap();
+        dest
+    }
+
+    /// A command running the binary under its own name.
+    pub fn cmd(&self) -> TestCommand {
+        TestCommand::new(bin().into_os_string(), self)
+    }
+
+    /// A command running `program` (a link or anything else).
+    pub fn cmd_at(&self, program: impl AsRef<OsStr>) -> TestCommand {
+        TestCommand::new(program.as_ref().into(), self)
+    }
+
+    /// Writes a file under the work dir, creating parents.
+    pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.work().join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, contents).unwrap();
+        path
+    }
+
+    /// Reads a file under the work dir as text.
+    pub fn read(&self, rel: &str) -> String {
+        fs::read_to_string(self.work().join(rel)).unwrap()
+    }
+
+    /// The session PATH directories that currently exist.
+    pub fn path_dirs(&self) -> Vec<PathBuf> {
+        match fs::read_dir(self.path_root()) {
+            Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// A command with a cleared environment and a time limit.
+pub struct TestCommand {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: PathBuf,
+    stdin: Option<Vec<u8>>,
+    limit: Duration,
+}
+
+impl TestCommand {
+    fn new(program: OsString, env: &TestEnv) -> Self {
+        let base = vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), env.root.path().join("home").into_os_string()),
+            ("AGENT_REACH_HOME".into(), env.ar_home().into_os_string()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ];
+        Self {
+            program,
+            args: Vec::new(),
+            env: base,
+            cwd: env.work(),
+            stdin: None,
+            limit: Duration::from_secs(60),
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn env(mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        let name = name.as_ref().to_owned();
+        self.env.retain(|(n, _)| *n != name);
+        self.env.push((name, value.as_ref().to_owned()));
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.cwd = dir.as_ref().to_path_buf();
+        self
+    }
+
+    pub fn stdin(mut self, input: impl AsRef<[u8]>) -> Self {
+        self.stdin = Some(input.as_ref().to_vec());
+        self
+    }
+
+    /// The hard limit after which the process group is killed and the test fails.
+    pub fn limit(mut self, limit: Duration) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    fn describe(&self) -> String {
+        let mut words = vec![self.program.to_string_lossy().into_owned()];
+        words.extend(self.args.iter().map(|a| a.to_string_lossy().into_owned()));
+        format!("command: {:?}\ncwd: {}", words, self.cwd.display())
+    }
+
+    /// Runs to completion (or to the limit, which panics).
+    #[track_caller]
+    pub fn run(self) -> RunResult {
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.cwd)
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn\n{}\nerror: {e}", self.describe()));
+        if let Some(input) = &self.stdin {
+            let mut pipe = child.stdin.take().unwrap();
+            let input = input.clone();
+            std::thread::spawn(move || {
+                let _ = pipe.write_all(&input);
+            });
+        }
+        let mut out_pipe = child.stdout.take().unwrap();
+        let mut err_pipe = child.stderr.take().unwrap();
+        let out_reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = out_pipe.read_to_end(&mut buf);
+            buf
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = err_pipe.read_to_end(&mut buf);
+            buf
+        });
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > self.limit {
+                let pgid = child.id() as i32;
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
+                let _ = child.wait();
+                panic!("timed out after {:?}\n{}", self.limit, self.describe());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let elapsed = started.elapsed();
+        let stdout = out_reader.join().unwrap();
+        let stderr = err_reader.join().unwrap();
+        RunResult {
+            description: self.describe(),
+            code: status.code(),
+            signal: status.signal(),
+            stdout,
+            stderr,
+            elapsed,
+        }
+    }
+}
+
+/// What a finished command did; assertions chain and print all of it on failure.
+pub struct RunResult {
+    description: String,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub elapsed: Duration,
+}
+
+impl RunResult {
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+
+    #[track_caller]
+    fn fail(&self, what: &str) -> ! {
+        panic!(
+            "{what}\n{}\nexit code: {:?} signal: {:?} elapsed: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}\n",
+            self.description,
+            self.code,
+            self.signal,
+            self.elapsed,
+            self.stdout_str(),
+            self.stderr_str()
+        )
+    }
+
+    #[track_caller]
+    pub fn success(&self) -> &Self {
+        if self.code != Some(0) {
+            self.fail("expected success");
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn code_is(&self, code: i32) -> &Self {
+        if self.code != Some(code) {
+            self.fail(&format!("expected exit code {code}"));
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn stdout_is(&self, expected: &str) -> &Self {
+        if self.stdout_str() != expected {
+            self.fail(&format!("expected stdout {expected:?}"));
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn stdout_contains(&self, needle: &str) -> &Self {
+        if !self.stdout_str().contains(needle) {
+            self.fail(&format!("expected stdout to contain {needle:?}"));
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn stderr_contains(&self, needle: &str) -> &Self {
+        if !self.stderr_str().contains(needle) {
+            self.fail(&format!("expected stderr to contain {needle:?}"));
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn no_stderr(&self) -> &Self {
+        if !self.stderr.is_empty() {
+            self.fail("expected no stderr");
+        }
+        self
+    }
+
+    #[track_caller]
+    pub fn elapsed_under(&self, limit: Duration) -> &Self {
+        if self.elapsed > limit {
+            self.fail(&format!("expected to finish within {limit:?}"));
+        }
+        self
+    }
+
+    /// Parses stdout as one JSON value.
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.stdout)
+            .unwrap_or_else(|e| self.fail(&format!("stdout is not JSON: {e}")))
+    }
+}
+
+/// Skips a test loudly: prints why to stderr (visible with --nocapture and in
+/// the failure-free run's captured output) and returns from the test.
+#[macro_export]
+macro_rules! skip_unless {
+    ($cond:expr, $why:expr) => {
+        if !$cond {
+            eprintln!("SKIPPED {}: {}", module_path!(), $why);
+            return;
+        }
+    };
+}

@@ -1,0 +1,4 @@
+//! Integration suites, one module per feature.
+
+mod dispatch;
+mod path_guard;
