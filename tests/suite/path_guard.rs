@@ -91,15 +91,18 @@ fn missing_shell_command_is_127() {
 fn sweep_removes_dir_of_sigkilled_owner_and_keeps_live_ones() {
     let env = TestEnv::new();
     // An owner that is SIGKILLed cannot clean up after itself.
+    use std::os::unix::process::CommandExt;
     let mut owner = std::process::Command::new(crate::common::bin())
         .args(["shell", "--", "sleep", "30"])
+        .process_group(0)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("AGENT_REACH_HOME", env.ar_home())
         .spawn()
         .unwrap();
     let dead_dir = wait_for_single_dir(&env);
-    owner.kill().unwrap();
+    // SIGKILL the whole group: the owner and its `sleep`.
+    unsafe { libc::kill(-(owner.id() as i32), libc::SIGKILL) };
     owner.wait().unwrap();
     assert!(
         dead_dir.exists(),
