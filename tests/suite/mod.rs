@@ -2,3 +2,4 @@
 
 mod dispatch;
 mod path_guard;
+mod sandbox;

@@ -1,0 +1,492 @@
+//! agent-reach-sandbox through a real link: what a confined command can and
+//! cannot do. Every test names the escape it tries; kernel features that are
+//! missing skip the test loudly.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::common::{RunResult, TestCommand, TestEnv};
+use crate::skip_unless;
+
+/// The Landlock ABI of the running kernel, 0 when unavailable.
+fn landlock_abi() -> i64 {
+    // SAFETY: the version query takes no pointer the kernel writes to.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    }
+    .max(0)
+}
+
+fn have(program: &str) -> bool {
+    ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|dir| Path::new(dir).join(program).exists())
+}
+
+/// A work dir (under the temp dir, so `/tmp` rules apply to it too) and an
+/// outside dir that no policy makes writable.
+struct Scene {
+    env: TestEnv,
+    outside: tempfile::TempDir,
+    sandbox: PathBuf,
+}
+
+impl Scene {
+    fn new() -> Self {
+        let env = TestEnv::new();
+        let outside = tempfile::Builder::new()
+            .prefix("ar-outside")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let sandbox = env.link("agent-reach-sandbox");
+        Self {
+            env,
+            outside,
+            sandbox,
+        }
+    }
+
+    fn outside(&self, rel: &str) -> PathBuf {
+        self.outside.path().join(rel)
+    }
+
+    /// `agent-reach-sandbox FLAGS... -- sh -c SCRIPT`.
+    fn sh(&self, flags: &[&str], script: &str) -> TestCommand {
+        self.env
+            .cmd_at(&self.sandbox)
+            .args(flags)
+            .args(["--", "sh", "-c", script])
+            .limit(Duration::from_secs(20))
+    }
+
+    fn run_sh(&self, flags: &[&str], script: &str) -> RunResult {
+        self.sh(flags, script).run()
+    }
+}
+
+macro_rules! need_landlock {
+    () => {
+        skip_unless!(
+            landlock_abi() >= 3,
+            "Landlock ABI 3 or newer is not available on this kernel"
+        );
+    };
+}
+
+#[test]
+fn write_inside_the_workspace_works() {
+    need_landlock!();
+    let scene = Scene::new();
+    scene
+        .run_sh(&[], "mkdir -p src && echo hi > src/a && cat src/a && echo t > /tmp/ar-sb-$$ && rm /tmp/ar-sb-$$")
+        .success()
+        .stdout_is("hi\n");
+    assert_eq!(scene.env.read("src/a"), "hi\n");
+}
+
+#[test]
+fn write_outside_the_workspace_is_refused() {
+    need_landlock!();
+    let scene = Scene::new();
+    let target = scene.outside("x");
+    let result = scene.run_sh(&[], &format!("echo pwned > '{}'", target.display()));
+    assert_ne!(result.code, Some(0));
+    result.stderr_contains("Permission denied");
+    assert!(!target.exists());
+}
+
+#[test]
+fn git_hooks_and_config_stay_read_only() {
+    need_landlock!();
+    let scene = Scene::new();
+    scene.env.write(".git/hooks/.keep", "");
+    scene.env.write(".git/config", "[core]\n");
+    scene.env.write("src/lib.rs", "old\n");
+    let result = scene.run_sh(
+        &[],
+        "echo evil > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
+         echo '[core] hooksPath = /x' >> .git/config; \
+         mv .git .git-old; rm -rf .git; \
+         echo new > src/lib.rs && echo top-level-write-ok",
+    );
+    result.stdout_contains("top-level-write-ok");
+    assert!(!scene.env.work().join(".git/hooks/pre-commit").exists());
+    assert_eq!(scene.env.read(".git/config"), "[core]\n");
+    assert!(scene.env.work().join(".git/hooks").is_dir());
+    assert_eq!(scene.env.read("src/lib.rs"), "new\n");
+}
+
+#[test]
+fn git_named_as_a_writable_root_is_writable() {
+    need_landlock!();
+    let scene = Scene::new();
+    scene.env.write(".git/hooks/.keep", "");
+    let git = scene.env.work().join(".git");
+    scene
+        .run_sh(
+            &["--writable-root", git.to_str().unwrap()],
+            "echo ok > .git/hooks/pre-commit",
+        )
+        .success();
+    assert_eq!(scene.env.read(".git/hooks/pre-commit"), "ok\n");
+}
+
+#[test]
+fn worktree_gitdir_and_common_dir_stay_read_only() {
+    need_landlock!();
+    let scene = Scene::new();
+    // The main repository lives inside a writable root (/tmp), the worktree
+    // is the working directory.
+    let main = scene.env.root.path().join("main");
+    fs::create_dir_all(main.join(".git/worktrees/wt")).unwrap();
+    fs::create_dir_all(main.join(".git/hooks")).unwrap();
+    fs::write(main.join(".git/worktrees/wt/commondir"), "../..\n").unwrap();
+    scene.env.write(
+        ".git",
+        format!("gitdir: {}\n", main.join(".git/worktrees/wt").display()),
+    );
+    let result = scene.run_sh(
+        &[],
+        &format!(
+            "echo x > '{hooks}/post-checkout'; echo x > '{wt}/HEAD'; echo 'gitdir: /x' > .git",
+            hooks = main.join(".git/hooks").display(),
+            wt = main.join(".git/worktrees/wt").display()
+        ),
+    );
+    assert_ne!(result.code, Some(0));
+    assert!(!main.join(".git/hooks/post-checkout").exists());
+    assert!(!main.join(".git/worktrees/wt/HEAD").exists());
+    assert!(scene.env.read(".git").starts_with("gitdir: /"));
+    assert!(!scene.env.read(".git").contains("/x"));
+}
+
+#[test]
+fn symlink_pointing_out_does_not_lead_out() {
+    need_landlock!();
+    let scene = Scene::new();
+    std::os::unix::fs::symlink(scene.outside.path(), scene.env.work().join("out")).unwrap();
+    let result = scene.run_sh(&[], "echo pwned > out/x");
+    assert_ne!(result.code, Some(0));
+    assert!(!scene.outside("x").exists());
+}
+
+#[test]
+fn renaming_a_file_out_is_refused() {
+    need_landlock!();
+    let scene = Scene::new();
+    scene.env.write("f", "data");
+    let result = scene.run_sh(&[], &format!("mv f '{}'", scene.outside("f").display()));
+    assert_ne!(result.code, Some(0));
+    assert!(!scene.outside("f").exists());
+    assert_eq!(scene.env.read("f"), "data");
+}
+
+#[test]
+fn hard_links_out_and_in_are_refused() {
+    need_landlock!();
+    let scene = Scene::new();
+    scene.env.write("f", "data");
+    fs::write(scene.outside("secret"), "outside").unwrap();
+    let result = scene.run_sh(
+        &[],
+        &format!(
+            "ln f '{out}/f'; ln '{out}/secret' in && echo pwned > in",
+            out = scene.outside.path().display()
+        ),
+    );
+    assert_ne!(result.code, Some(0));
+    assert!(!scene.outside("f").exists());
+    assert_eq!(
+        fs::read_to_string(scene.outside("secret")).unwrap(),
+        "outside"
+    );
+}
+
+#[test]
+fn read_only_refuses_every_write_but_the_devices() {
+    need_landlock!();
+    let scene = Scene::new();
+    scene.env.write("f", "data");
+    let result = scene.run_sh(
+        &["--policy", "read-only"],
+        "cat f; for t in f new /tmp/ar-ro-$$; do (echo x > $t) 2>/dev/null && echo wrote-$t; done; \
+         echo x > /dev/null && head -c1 /dev/zero >/dev/null && head -c1 /dev/urandom >/dev/null && echo devices-ok",
+    );
+    result.success().stdout_is("datadevices-ok\n");
+    assert_eq!(scene.env.read("f"), "data");
+    assert!(!scene.env.work().join("new").exists());
+}
+
+#[test]
+fn network_is_denied_but_unix_sockets_work() {
+    skip_unless!(have("python3"), "python3 is not installed");
+    let scene = Scene::new();
+    let script = r#"
+import socket, errno
+for name, fam, kind in [("ipv4", socket.AF_INET, socket.SOCK_STREAM),
+                        ("ipv6", socket.AF_INET6, socket.SOCK_STREAM),
+                        ("udp", socket.AF_INET, socket.SOCK_DGRAM),
+                        ("raw", socket.AF_INET, socket.SOCK_RAW),
+                        ("packet", 17, socket.SOCK_RAW),
+                        ("netlink", 16, socket.SOCK_RAW)]:
+    try:
+        socket.socket(fam, kind)
+        print(name, "OPEN")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+a, b = socket.socketpair()
+a.sendall(b"ping"); print("unix", b.recv(4).decode())
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=5)
+except OSError as e:
+    print("connect", e)
+"#;
+    let result = scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--", "python3", "-c", script])
+        .limit(Duration::from_secs(20))
+        .run();
+    result
+        .success()
+        .stdout_contains("ipv4 EPERM\n")
+        .stdout_contains("ipv6 EPERM\n")
+        .stdout_contains("udp EPERM\n")
+        .stdout_contains("raw EPERM\n")
+        .stdout_contains("packet EPERM\n")
+        .stdout_contains("unix ping\n")
+        .stdout_contains("connect [Errno 1] Operation not permitted")
+        .elapsed_under(Duration::from_secs(10));
+    assert!(
+        !result.stdout_str().contains("OPEN"),
+        "{}",
+        result.stdout_str()
+    );
+}
+
+#[test]
+fn network_allow_lets_sockets_open() {
+    skip_unless!(have("python3"), "python3 is not installed");
+    let scene = Scene::new();
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--network", "allow", "--", "python3", "-c"])
+        .arg("import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM); print('open')")
+        .run()
+        .success()
+        .stdout_is("open\n");
+}
+
+#[test]
+fn curl_fails_fast_with_a_clear_error() {
+    skip_unless!(have("curl"), "curl is not installed");
+    let scene = Scene::new();
+    let result = scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args([
+            "--",
+            "curl",
+            "-sS",
+            "--max-time",
+            "30",
+            "http://93.184.215.14/",
+        ])
+        .limit(Duration::from_secs(40))
+        .run();
+    assert_eq!(result.code, Some(7), "{}", result.stderr_str());
+    result.elapsed_under(Duration::from_secs(5));
+    result.stderr_contains("Failed to connect");
+}
+
+#[test]
+fn ptrace_of_a_sibling_fails() {
+    skip_unless!(have("python3"), "python3 is not installed");
+    let scene = Scene::new();
+    let script = r#"
+import ctypes, os, subprocess, errno
+libc = ctypes.CDLL(None, use_errno=True)
+sib = subprocess.Popen(["sleep", "30"])
+try:
+    rc = libc.ptrace(16, sib.pid, None, None)  # PTRACE_ATTACH
+    print("attach", rc, errno.errorcode.get(ctypes.get_errno()))
+    try:
+        with open(f"/proc/{sib.pid}/mem", "r+b") as m:
+            print("mem OPEN")
+    except OSError as e:
+        print("mem", errno.errorcode[e.errno])
+finally:
+    sib.kill(); sib.wait()
+"#;
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--", "python3", "-c", script])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_contains("attach -1 EPERM\n");
+}
+
+#[test]
+fn user_namespaces_and_mounts_are_refused() {
+    skip_unless!(have("unshare"), "unshare is not installed");
+    let scene = Scene::new();
+    let result = scene.run_sh(&[], "unshare -U true && echo userns-OPEN; unshare -Ur true && echo map-OPEN; mount -t tmpfs none /mnt 2>/dev/null && echo mount-OPEN; echo done");
+    result.success().stdout_is("done\n");
+}
+
+#[test]
+fn nested_danger_full_access_stays_confined() {
+    need_landlock!();
+    let scene = Scene::new();
+    let target = scene.outside("x");
+    let script = format!(
+        "'{sandbox}' --policy danger-full-access --network allow -- sh -c \"echo pwned > '{target}'\"; \
+         '{sandbox}' --policy danger-full-access --network allow -- python3 -c \
+         'import socket; socket.socket(socket.AF_INET)' 2>/dev/null || echo net-still-denied",
+        sandbox = scene.sandbox.display(),
+        target = target.display()
+    );
+    let result = scene.run_sh(&[], &script);
+    assert!(!target.exists(), "nested sandbox wrote outside");
+    if have("python3") {
+        result.stdout_contains("net-still-denied");
+    }
+}
+
+#[test]
+fn exit_codes_and_signals_pass_through() {
+    let scene = Scene::new();
+    scene.run_sh(&[], "exit 42").code_is(42);
+    let killed = scene.run_sh(&[], "kill -TERM $$");
+    assert_eq!(killed.signal, Some(libc::SIGTERM), "code {:?}", killed.code);
+    scene.run_sh(&[], "true").success();
+}
+
+#[test]
+fn missing_and_unrunnable_commands_get_127_and_126() {
+    let scene = Scene::new();
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--", "no-such-command-anywhere"])
+        .run()
+        .code_is(127)
+        .stderr_contains("no-such-command-anywhere: command not found");
+    scene.env.write("plain.txt", "not a program");
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--", "./plain.txt"])
+        .run()
+        .code_is(126);
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--", "./absent"])
+        .run()
+        .code_is(127);
+}
+
+#[test]
+fn bad_flags_are_exit_125() {
+    let scene = Scene::new();
+    for flags in [
+        &["--policy", "nope", "--", "true"][..],
+        &["--network", "maybe", "--", "true"],
+        &["--bogus", "--", "true"],
+        &["--policy", "read-only"],
+        &["--cwd", "/no/such/dir", "--", "true"],
+        &["--writable-root", "/no/such/dir", "--", "true"],
+    ] {
+        scene
+            .env
+            .cmd_at(&scene.sandbox)
+            .args(flags)
+            .run()
+            .code_is(125);
+    }
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .arg("--help")
+        .run()
+        .success()
+        .stdout_contains("--writable-root");
+}
+
+#[test]
+fn the_cli_subcommand_is_the_same_personality() {
+    let scene = Scene::new();
+    scene
+        .env
+        .cmd()
+        .args(["sandbox", "--", "sh", "-c", "exit 3"])
+        .run()
+        .code_is(3);
+}
+
+#[test]
+fn report_says_what_was_enforced() {
+    need_landlock!();
+    let scene = Scene::new();
+    let report = scene.env.root.path().join("report.json");
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--report", report.to_str().unwrap(), "--", "true"])
+        .run()
+        .success();
+    let value: serde_json::Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
+    assert_eq!(value["fs"], "enforced");
+    assert_eq!(value["net"], "enforced");
+    assert_eq!(value["abi"], landlock_abi());
+
+    let from_env = scene.env.root.path().join("env-report.json");
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .env("AGENT_REACH_SANDBOX_REPORT", &from_env)
+        .args(["--policy", "danger-full-access", "--network", "allow", "--"])
+        .args(["sh", "-c", "echo ${AGENT_REACH_SANDBOX_REPORT:-unset}"])
+        .run()
+        .success()
+        .stdout_is("unset\n");
+    let value: serde_json::Value = serde_json::from_slice(&fs::read(&from_env).unwrap()).unwrap();
+    assert_eq!(value["fs"], "none");
+    assert_eq!(value["net"], "none");
+}
+
+#[test]
+fn cwd_flag_moves_the_command_and_its_writable_root() {
+    need_landlock!();
+    let scene = Scene::new();
+    let elsewhere = scene.outside("ws");
+    fs::create_dir(&elsewhere).unwrap();
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args([
+            "--cwd",
+            elsewhere.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "pwd; echo ok > f",
+        ])
+        .run()
+        .success()
+        .stdout_is(&format!(
+            "{}\n",
+            elsewhere.canonicalize().unwrap().display()
+        ));
+    assert_eq!(fs::read_to_string(elsewhere.join("f")).unwrap(), "ok\n");
+}
