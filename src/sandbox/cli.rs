@@ -22,6 +22,7 @@ use super::fs_plan::{self, FsPlan, RuleFile};
 use super::landlock_rules::{self, FULL_FS_ABI};
 use super::launch;
 use super::policy::{Network, Policy};
+use super::read_only_mounts;
 use super::seccomp_rules;
 
 /// Confines the command, then execs it; returns only on failure.
@@ -224,7 +225,25 @@ fn build_plan(
             |path| path.canonicalize().ok(),
         ));
     }
-    let writable = fs_plan::split_writable(&roots, &explicit_roots, &protected, fs_plan::list_dir);
+    // Only protected paths inside a writable root need protecting; Landlock
+    // already keeps everything else read-only.
+    protected.retain(|path| {
+        !explicit_roots.contains(path) && roots.iter().any(|root| path.starts_with(root))
+    });
+    protected.sort();
+    protected.dedup();
+    let mounted = !protected.is_empty()
+        && read_only_mounts::protect(
+            &protected,
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        )
+        .is_ok();
+    let writable = if mounted {
+        fs_plan::split_writable(&roots, &explicit_roots, &[], fs_plan::list_dir)
+    } else {
+        fs_plan::split_writable(&roots, &explicit_roots, &protected, fs_plan::list_dir)
+    };
     let devices = rules
         .devices
         .iter()

@@ -15,7 +15,9 @@
 //! - **Files** (Landlock): writes outside the writable roots, including
 //!   through a symlink pointing out, renaming or hard-linking a file out,
 //!   truncation, creating devices or fifos; writes into a top-level `.git`
-//!   (hooks, config) of a writable root or its worktree/submodule targets.
+//!   (hooks, config) of a writable root or its worktree/submodule targets
+//!   (a read-only bind mount in a private mount namespace where possible,
+//!   else Landlock rules that leave the repository root itself read-only).
 //!   Reading and executing stay allowed everywhere.
 //! - **Network** (seccomp, plus Landlock TCP/UDP rules where the kernel has
 //!   them): no socket but `AF_UNIX`; abstract Unix sockets outside the sandbox
@@ -41,6 +43,7 @@ pub mod fs_plan;
 pub mod landlock_rules;
 pub mod launch;
 pub mod policy;
+pub mod read_only_mounts;
 pub mod seccomp_rules;
 
 pub use attestation::read_attestation;

@@ -490,3 +490,65 @@ fn cwd_flag_moves_the_command_and_its_writable_root() {
         ));
     assert_eq!(fs::read_to_string(elsewhere.join("f")).unwrap(), "ok\n");
 }
+
+/// Whether this process could make a private mount namespace, as root or
+/// through an unprivileged user namespace.
+fn mount_namespaces_available() -> bool {
+    let works = |args: &[&str]| {
+        std::process::Command::new("unshare")
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    have("unshare")
+        && (works(&["-m", "mount", "--make-rslave", "/"])
+            || works(&["-Urm", "mount", "--make-rslave", "/"]))
+}
+
+#[test]
+fn repository_root_stays_fully_usable_while_git_is_read_only() {
+    need_landlock!();
+    skip_unless!(
+        mount_namespaces_available(),
+        "no mount namespace available (not root, user namespaces disabled)"
+    );
+    let scene = Scene::new();
+    scene.env.write(".git/hooks/.keep", "");
+    scene.env.write("top.txt", "a\n");
+    let result = scene.run_sh(
+        &[],
+        "touch newtop && sed -i s/a/b/ top.txt && mv newtop renamed && echo usable; \
+         echo x > .git/hooks/pre-commit || echo hooks-refused; \
+         mv .git elsewhere 2>/dev/null || echo git-pinned",
+    );
+    result
+        .success()
+        .stdout_is("usable\nhooks-refused\ngit-pinned\n")
+        .stderr_contains("Read-only file system");
+    assert_eq!(scene.env.read("top.txt"), "b\n");
+    assert!(scene.env.work().join("renamed").exists());
+    assert!(!scene.env.work().join(".git/hooks/pre-commit").exists());
+}
+
+#[test]
+fn without_mounts_the_fallback_still_protects_git() {
+    need_landlock!();
+    // The outer sandbox's seccomp filter refuses mounts and user namespaces,
+    // so the inner one must fall back to splitting the root with Landlock.
+    let scene = Scene::new();
+    scene.env.write(".git/hooks/.keep", "");
+    fs::create_dir(scene.env.work().join("src")).unwrap();
+    let script = format!(
+        "'{sandbox}' -- sh -c 'echo x > .git/hooks/pre-commit || echo hooks-refused; \
+         echo ok > src/f && echo subdir-ok; touch newtop 2>/dev/null || echo top-level-refused'",
+        sandbox = scene.sandbox.display()
+    );
+    let result = scene.run_sh(&["--policy", "danger-full-access"], &script);
+    result
+        .success()
+        .stdout_is("hooks-refused\nsubdir-ok\ntop-level-refused\n");
+    assert!(!scene.env.work().join(".git/hooks/pre-commit").exists());
+    assert_eq!(scene.env.read("src/f"), "ok\n");
+}
