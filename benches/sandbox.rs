@@ -27,7 +27,7 @@ fn hot_path(c: &mut Criterion) {
         b.iter(|| args::parse(black_box(&argv), None))
     });
     c.bench_function("sandbox/rule_file", |b| b.iter(RuleFile::builtin));
-    c.bench_function("sandbox/seccomp_compile_deny", |b| {
+    c.bench_function("sandbox/seccomp_filters_deny", |b| {
         b.iter(|| seccomp_rules::filters(black_box(Network::Deny)))
     });
     let Ok(rules) = RuleFile::builtin() else {
