@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Whole-process overhead of agent-reach-sandbox, measured side by side in one
-# hyperfine run: bare `true` (the baseline), the sandbox with its default
-# policy (workspace-write, network denied) in a plain directory and in a git
-# repository root (the .git split), and bubblewrap's minimal confinement.
-# Prints medians and ratios. Needs: hyperfine, bwrap (apt-get install -y
-# bubblewrap hyperfine), python3. Usage: benches/sandbox.sh [RUNS]
+# run: bare `true` (the baseline), the sandbox's default policy
+# (workspace-write, network denied) in a plain directory and in a git
+# repository root (.git read-only), danger-full-access (seccomp only), and
+# bubblewrap's minimal confinement `bwrap --ro-bind / / --dev /dev true`.
+#
+# Runs are interleaved round-robin (one of each command per round), so load
+# from other processes hits every command alike; a shared machine still
+# widens the spread. Reports the median wall time and the median CPU time
+# (user+sys, from wait4) of each, the difference to bare `true` and the
+# ratios to bare `true` and to bwrap.
+#
+# Needs python3; bwrap is optional (apt-get install -y bubblewrap).
+# Usage: benches/sandbox.sh [ROUNDS]   (default 400)
 set -euo pipefail
-runs="${1:-500}"
+rounds="${1:-400}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cargo build --release --quiet --manifest-path "$repo/Cargo.toml"
 work="$(mktemp -d "${TMPDIR:-/tmp}/ar-sandbox-bench.XXXXXX")"
@@ -14,30 +22,50 @@ trap 'rm -rf "$work"' EXIT
 ln -s "$repo/target/release/agent-reach" "$work/agent-reach-sandbox"
 mkdir -p "$work/plain" "$work/repo/.git/hooks" "$work/repo/src"
 for n in $(seq 1 30); do : > "$work/repo/file$n"; done
-sb="$work/agent-reach-sandbox"
-commands=(
-  "true"
-  "$sb -- true"
-  "$sb --cwd $work/repo -- true"
-  "$sb --policy danger-full-access --network allow -- true"
-)
-names=("bare true" "sandbox (workspace-write, net deny)" "sandbox in a git repo root" "sandbox danger-full-access")
-if command -v bwrap >/dev/null; then
-  commands+=("bwrap --ro-bind / / --dev /dev true")
-  names+=("bwrap --ro-bind / / --dev /dev")
-fi
-args=()
-for i in "${!commands[@]}"; do args+=(-n "${names[$i]}" "${commands[$i]}"); done
 cd "$work/plain"
-hyperfine -N --warmup 50 --runs "$runs" --export-json "$work/result.json" "${args[@]}" >/dev/null
-python3 - "$work/result.json" <<'PY'
-import json, statistics, sys
-results = json.load(open(sys.argv[1]))["results"]
-base = statistics.median(results[0]["times"])
-bwrap = next((statistics.median(r["times"]) for r in results if r["command"].startswith("bwrap")), None)
-print(f"{'command':40} {'median':>9} {'over bare':>10} {'x bare':>7} {'x bwrap':>8}")
-for r in results:
-    m = statistics.median(r["times"])
-    vs_bwrap = f"{m / bwrap:8.2f}" if bwrap else "       -"
-    print(f"{r['command']:40} {m*1e3:7.3f}ms {(m-base)*1e3:8.3f}ms {m/base:7.2f} {vs_bwrap}")
+python3 - "$rounds" "$work" <<'PY'
+import os, shutil, statistics, sys, time
+
+rounds, work = int(sys.argv[1]), sys.argv[2]
+sb = f"{work}/agent-reach-sandbox"
+true = shutil.which("true")
+cases = [
+    ("bare true", [true]),
+    ("sandbox workspace-write, net deny", [sb, "--", true]),
+    ("sandbox in a git repo root", [sb, "--cwd", f"{work}/repo", "--", true]),
+    ("sandbox danger-full-access", [sb, "--policy", "danger-full-access", "--network", "allow", "--", true]),
+]
+bwrap = shutil.which("bwrap")
+if bwrap:
+    cases.append(("bwrap --ro-bind / / --dev /dev", [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", true]))
+
+def run(argv):
+    start = time.perf_counter_ns()
+    pid = os.posix_spawn(argv[0], argv, os.environ)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter_ns() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {argv}")
+    return wall / 1e6, (usage.ru_utime + usage.ru_stime) * 1e3
+
+for _ in range(20):
+    for _, argv in cases:
+        run(argv)
+walls = {name: [] for name, _ in cases}
+cpus = {name: [] for name, _ in cases}
+for _ in range(rounds):
+    for name, argv in cases:
+        w, c = run(argv)
+        walls[name].append(w)
+        cpus[name].append(c)
+med = {n: statistics.median(v) for n, v in walls.items()}
+cpu = {n: statistics.median(v) for n, v in cpus.items()}
+base = med["bare true"]
+ref = med.get("bwrap --ro-bind / / --dev /dev")
+print(f"{rounds} interleaved rounds, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+print(f"{'command':36} {'wall':>9} {'over bare':>10} {'x bare':>7} {'x bwrap':>8} {'cpu':>9}")
+for name, _ in cases:
+    m = med[name]
+    vs = f"{m / ref:8.2f}" if ref else "       -"
+    print(f"{name:36} {m:7.3f}ms {m - base:8.3f}ms {m / base:7.2f} {vs} {cpu[name]:7.3f}ms")
 PY

@@ -38,14 +38,23 @@
 pub mod args;
 pub mod attestation;
 pub mod cli;
+#[cfg(target_os = "linux")]
+pub mod confine;
+#[cfg(target_os = "linux")]
 pub mod error;
+#[cfg(target_os = "linux")]
 pub mod fs_plan;
+#[cfg(target_os = "linux")]
 pub mod landlock_rules;
+#[cfg(target_os = "linux")]
 pub mod launch;
 pub mod policy;
+#[cfg(target_os = "linux")]
 pub mod read_only_mounts;
+#[cfg(target_os = "linux")]
 pub mod seccomp_rules;
 
 pub use attestation::read_attestation;
+#[cfg(target_os = "linux")]
 pub use error::SandboxError;
 pub use policy::{Network, Policy, SandboxSpec, UnknownName};

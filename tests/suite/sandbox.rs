@@ -552,3 +552,26 @@ fn without_mounts_the_fallback_still_protects_git() {
     assert!(!scene.env.work().join(".git/hooks/pre-commit").exists());
     assert_eq!(scene.env.read("src/f"), "ok\n");
 }
+
+#[test]
+fn the_terminal_can_be_reopened_by_name() {
+    need_landlock!();
+    skip_unless!(
+        have("script"),
+        "script (util-linux) is not installed to provide a PTY"
+    );
+    let scene = Scene::new();
+    let inner = format!(
+        "'{}' -- sh -c 'echo via-tty > /dev/tty && stty size < /dev/tty > /dev/null && echo x > $(tty) && echo tty-ok'",
+        scene.sandbox.display()
+    );
+    scene
+        .env
+        .cmd_at("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_contains("via-tty")
+        .stdout_contains("tty-ok");
+}
