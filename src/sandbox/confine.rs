@@ -53,10 +53,6 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
                 })
         })
         .transpose()?;
-    std::env::set_current_dir(&cwd).map_err(|source| SandboxError::Cwd {
-        path: cwd.clone(),
-        source,
-    })?;
     let plan = match spec.policy {
         Policy::DangerFullAccess => None,
         Policy::ReadOnly | Policy::WorkspaceWrite => {
@@ -64,6 +60,12 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
         }
     };
 
+    // After the plan: a mount namespace made there replaces the mounts the
+    // old working directory was resolved on.
+    std::env::set_current_dir(&cwd).map_err(|source| SandboxError::Cwd {
+        path: cwd.clone(),
+        source,
+    })?;
     nix::sys::prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
     let mut not_enforced: Vec<String> = Vec::new();
 
@@ -208,15 +210,16 @@ fn build_plan(
     });
     protected.sort();
     protected.dedup();
-    let mounted = !protected.is_empty()
-        && read_only_mounts::protect(
-            &protected,
-            nix::unistd::geteuid().as_raw(),
-            nix::unistd::getegid().as_raw(),
-        )
-        .is_ok();
-    let writable = if mounted {
-        fs_plan::split_writable(&roots, &explicit_roots, &[], fs_plan::list_dir)
+    let whole_roots = fs_plan::split_writable(&roots, &explicit_roots, &[], fs_plan::list_dir);
+    let mounted = read_only_mounts::isolate(
+        &whole_roots,
+        &protected,
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    )
+    .is_ok();
+    let writable = if mounted || protected.is_empty() {
+        whole_roots
     } else {
         fs_plan::split_writable(&roots, &explicit_roots, &protected, fs_plan::list_dir)
     };

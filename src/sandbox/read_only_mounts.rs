@@ -1,20 +1,28 @@
-//! Keeping `.git` read-only with a private read-only bind mount, the better
-//! of the two ways the sandbox protects it.
+//! A private mount namespace where the whole filesystem is read-only except
+//! the writable roots, and `.git` inside them read-only again: the better of
+//! the two ways the sandbox keeps `.git` safe, and a second layer under
+//! Landlock.
 //!
 //! Landlock cannot subtract a path from a writable root, so the fallback
 //! ([`super::fs_plan::split_writable`]) leaves the root's own directory
-//! without write rights. When the process may create a mount namespace (root,
-//! or any user with unprivileged user namespaces), it instead makes its own
-//! copy of the mount table, marks it a slave of the host's (nothing
-//! propagates back), and bind-mounts each protected path onto itself
-//! read-only: the writable roots are then granted whole, so new files at the
-//! repository root, `sed -i` and editors' atomic saves all work, and `.git`
+//! without write rights. Landlock also does not cover metadata: `chmod`,
+//! `chown`, `utimensat` (`touch` of an existing file) and extended attributes
+//! outside the writable roots pass it. When the process may create a mount
+//! namespace (root, or any user with unprivileged user namespaces), it makes
+//! its own copy of the mount table, marks it a slave of the host's (nothing
+//! propagates back), binds each writable root onto itself, binds each
+//! protected path onto itself read-only, and finally remounts every other
+//! mount read-only. The writable roots are then granted whole, so new files
+//! at the repository root, `sed -i` and editors' atomic saves all work; `.git`
 //! answers EROFS (EBUSY for renaming or removing it, EXDEV for linking or
-//! moving files across it). seccomp and Landlock both refuse later mount
-//! changes, so the command cannot lift the mounts.
+//! moving files across it), and so does every metadata change outside.
+//! Device nodes stay usable on a read-only mount. seccomp and Landlock both
+//! refuse later mount changes, so the command cannot lift any of this.
 //!
 //! A non-root user gets a user namespace mapping only its own uid and gid;
 //! files owned by other users then show as the overflow id (`nobody`).
+//! Moving a file between two writable roots becomes a copy (EXDEV for
+//! `rename`), as under bubblewrap.
 
 use std::path::{Path, PathBuf};
 
@@ -47,9 +55,17 @@ pub enum Namespace {
     UserAndMount,
 }
 
-/// Moves this (single-threaded) process into a private mount namespace and
-/// makes each of `paths` a read-only bind of itself.
-pub fn protect(paths: &[PathBuf], uid: u32, gid: u32) -> Result<Namespace, MountError> {
+/// Moves this (single-threaded) process into a private mount namespace with
+/// `writable` writable, `protected` (inside them) read-only, and every other
+/// mount read-only. An error before the last step leaves only harmless extra
+/// mounts behind; failures of the last step (a mount the kernel will not
+/// remount) are skipped, Landlock still guarding those paths.
+pub fn isolate(
+    writable: &[PathBuf],
+    protected: &[PathBuf],
+    uid: u32,
+    gid: u32,
+) -> Result<Namespace, MountError> {
     let namespace = match unshare(CloneFlags::CLONE_NEWNS) {
         Ok(()) => Namespace::Mount,
         Err(_) => {
@@ -67,8 +83,21 @@ pub fn protect(paths: &[PathBuf], uid: u32, gid: u32) -> Result<Namespace, Mount
         None::<&str>,
     )
     .map_err(MountError::Private)?;
-    for path in paths {
-        bind_read_only(path)?;
+    for path in writable {
+        bind(path)?;
+    }
+    for path in protected {
+        bind(path)?;
+        remount_read_only(path).map_err(|source| MountError::Bind {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for point in mount_points(&mountinfo) {
+        if !writable.iter().any(|root| point.starts_with(root)) {
+            let _ = remount_read_only(&point);
+        }
     }
     Ok(namespace)
 }
@@ -87,11 +116,7 @@ fn write_id_maps(uid: u32, gid: u32) -> Result<(), MountError> {
     Ok(())
 }
 
-fn bind_read_only(path: &Path) -> Result<(), MountError> {
-    let err = |source| MountError::Bind {
-        path: path.to_path_buf(),
-        source,
-    };
+fn bind(path: &Path) -> Result<(), MountError> {
     mount(
         Some(path),
         path,
@@ -99,12 +124,17 @@ fn bind_read_only(path: &Path) -> Result<(), MountError> {
         MsFlags::MS_BIND | MsFlags::MS_REC,
         None::<&str>,
     )
-    .map_err(err)?;
-    // In a user namespace the flags the original mount had are locked: a
-    // remount that drops them is refused, so they are carried over.
-    let locked = statvfs(path)
-        .map(|s| locked_flags(s.flags()))
-        .map_err(err)?;
+    .map_err(|source| MountError::Bind {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Makes the mount at `path` read-only. In a user namespace the flags the
+/// original mount had are locked (a remount dropping them is refused), so
+/// they are carried over.
+fn remount_read_only(path: &Path) -> Result<(), nix::Error> {
+    let locked = statvfs(path).map(|s| locked_flags(s.flags()))?;
     mount(
         None::<&str>,
         path,
@@ -112,7 +142,41 @@ fn bind_read_only(path: &Path) -> Result<(), MountError> {
         MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked,
         None::<&str>,
     )
-    .map_err(err)
+}
+
+/// The mount points listed in `/proc/self/mountinfo` (field 5, with the
+/// kernel's octal escapes for space, tab, newline and backslash undone).
+pub fn mount_points(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(unescape_octal(field)))
+        .collect()
+}
+
+fn unescape_octal(field: &str) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let code = bytes
+            .get(i + 1..i + 4)
+            .filter(|_| bytes[i] == b'\\')
+            .and_then(|digits| std::str::from_utf8(digits).ok())
+            .and_then(|digits| u8::from_str_radix(digits, 8).ok());
+        match code {
+            Some(byte) => {
+                out.push(byte);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsString::from_vec(out)
 }
 
 /// The mount flags a bind remount must keep, from the statvfs flags.
@@ -134,6 +198,22 @@ pub fn locked_flags(flags: FsFlags) -> MsFlags {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_are_read_and_unescaped() {
+        let mountinfo = "22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n\
+                         40 22 0:5 / /mnt/my\\040disk rw - tmpfs none rw\n\
+                         41 22 0:6 / /odd\\134name rw - tmpfs none rw\n";
+        assert_eq!(
+            mount_points(mountinfo),
+            vec![
+                PathBuf::from("/"),
+                PathBuf::from("/mnt/my disk"),
+                PathBuf::from("/odd\\name")
+            ]
+        );
+        assert!(mount_points("").is_empty());
+    }
 
     #[test]
     fn locked_flags_carry_over_and_nothing_else() {

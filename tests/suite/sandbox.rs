@@ -97,8 +97,41 @@ fn write_outside_the_workspace_is_refused() {
     let target = scene.outside("x");
     let result = scene.run_sh(&[], &format!("echo pwned > '{}'", target.display()));
     assert_ne!(result.code, Some(0));
-    result.stderr_contains("Permission denied");
+    let stderr = result.stderr_str();
+    assert!(
+        stderr.contains("Permission denied") || stderr.contains("Read-only file system"),
+        "{stderr}"
+    );
     assert!(!target.exists());
+}
+
+#[test]
+fn metadata_outside_the_workspace_cannot_change() {
+    need_landlock!();
+    skip_unless!(
+        mount_namespaces_available(),
+        "no mount namespace available: Landlock alone does not cover chmod, chown and utimes"
+    );
+    let scene = Scene::new();
+    let target = scene.outside("existing");
+    fs::write(&target, "x").unwrap();
+    let before = fs::metadata(&target).unwrap();
+    let result = scene.run_sh(
+        &[],
+        &format!(
+            "touch -d 2001-01-01 '{t}' || echo touch-refused; chmod 777 '{t}' || echo chmod-refused; \
+             chown 12345 '{t}' || echo chown-refused",
+            t = target.display()
+        ),
+    );
+    result
+        .success()
+        .stdout_is("touch-refused\nchmod-refused\nchown-refused\n");
+    let after = fs::metadata(&target).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(before.mode(), after.mode());
+    assert_eq!(before.uid(), after.uid());
+    assert_eq!(before.mtime(), after.mtime());
 }
 
 #[test]
