@@ -75,29 +75,35 @@ pub fn isolate(
             Namespace::UserAndMount
         }
     };
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_SLAVE,
-        None::<&str>,
-    )
-    .map_err(MountError::Private)?;
+    let mounts =
+        parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
+    // Our binds must not propagate back to the host's mount table; with no
+    // shared mount (most containers) there is nothing to cut.
+    if mounts.iter().any(|m| m.shared) {
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_SLAVE,
+            None::<&str>,
+        )
+        .map_err(MountError::Private)?;
+    }
     for path in writable {
         bind(path)?;
     }
     for path in protected {
         bind(path)?;
-        remount_read_only(path).map_err(|source| MountError::Bind {
+        let locked = statvfs(path.as_path())
+            .map(|s| locked_flags(s.flags()))
+            .and_then(|locked| remount_read_only(path, locked));
+        locked.map_err(|source| MountError::Bind {
             path: path.clone(),
             source,
         })?;
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for point in mount_points(&mountinfo) {
-        if !writable.iter().any(|root| point.starts_with(root)) {
-            let _ = remount_read_only(&point);
-        }
+    for entry in mounts_to_make_read_only(&mounts, writable) {
+        let _ = remount_read_only(&entry.point, entry.flags);
     }
     Ok(namespace)
 }
@@ -130,28 +136,81 @@ fn bind(path: &Path) -> Result<(), MountError> {
     })
 }
 
-/// Makes the mount at `path` read-only. In a user namespace the flags the
-/// original mount had are locked (a remount dropping them is refused), so
-/// they are carried over.
-fn remount_read_only(path: &Path) -> Result<(), nix::Error> {
-    let locked = statvfs(path).map(|s| locked_flags(s.flags()))?;
+/// Makes the mount at `path` read-only, keeping `flags`: in a user
+/// namespace the flags the original mount had are locked (a remount dropping
+/// them is refused), and as root dropping them would loosen the mount.
+fn remount_read_only(path: &Path, flags: MsFlags) -> Result<(), nix::Error> {
     mount(
         None::<&str>,
         path,
         None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | locked,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | flags,
         None::<&str>,
     )
 }
 
-/// The mount points listed in `/proc/self/mountinfo` (field 5, with the
-/// kernel's octal escapes for space, tab, newline and backslash undone).
-pub fn mount_points(mountinfo: &str) -> Vec<PathBuf> {
-    mountinfo
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|field| PathBuf::from(unescape_octal(field)))
+/// One line of `/proc/self/mountinfo`, as far as remounting cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    /// Where it is mounted (the kernel's octal escapes undone).
+    pub point: PathBuf,
+    pub read_only: bool,
+    /// Its per-mount flags that a read-only remount must keep.
+    pub flags: MsFlags,
+    /// Whether it propagates mount events to peers (`shared:N`).
+    pub shared: bool,
+}
+
+/// Parses `/proc/self/mountinfo`: mount point (field 5), per-mount options
+/// (field 6) and the optional propagation fields up to the `-` separator.
+pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(' ');
+            let point = fields.nth(4)?;
+            let options = fields.next()?;
+            let shared = fields
+                .take_while(|field| *field != "-")
+                .any(|field| field.starts_with("shared:"));
+            let mut flags = MsFlags::empty();
+            let mut read_only = false;
+            for option in options.split(',') {
+                match option {
+                    "ro" => read_only = true,
+                    "nosuid" => flags |= MsFlags::MS_NOSUID,
+                    "nodev" => flags |= MsFlags::MS_NODEV,
+                    "noexec" => flags |= MsFlags::MS_NOEXEC,
+                    "noatime" => flags |= MsFlags::MS_NOATIME,
+                    "nodiratime" => flags |= MsFlags::MS_NODIRATIME,
+                    "relatime" => flags |= MsFlags::MS_RELATIME,
+                    _ => {}
+                }
+            }
+            Some(MountEntry {
+                point: PathBuf::from(unescape_octal(point)),
+                read_only,
+                flags,
+                shared,
+            })
+        })
         .collect()
+}
+
+/// The mounts to remount read-only: every writable one not at or beneath a
+/// writable root, each mount point once (the last, topmost, mount wins).
+pub fn mounts_to_make_read_only<'a>(
+    mounts: &'a [MountEntry],
+    writable: &[PathBuf],
+) -> Vec<&'a MountEntry> {
+    let mut chosen: Vec<&MountEntry> = Vec::new();
+    for entry in mounts {
+        chosen.retain(|earlier| earlier.point != entry.point);
+        chosen.push(entry);
+    }
+    chosen.retain(|entry| {
+        !entry.read_only && !writable.iter().any(|root| entry.point.starts_with(root))
+    });
+    chosen
 }
 
 fn unescape_octal(field: &str) -> std::ffi::OsString {
@@ -199,20 +258,45 @@ pub fn locked_flags(flags: FsFlags) -> MsFlags {
 mod tests {
     use super::*;
 
+    const MOUNTINFO: &str = "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+        40 22 0:5 / /mnt/my\\040disk rw,nosuid,nodev - tmpfs none rw\n\
+        41 22 0:6 / /odd\\134name ro,relatime master:3 - tmpfs none rw\n\
+        42 22 0:7 / /work/ws rw - tmpfs none rw\n\
+        43 22 0:8 / /dev/pts rw,nosuid,noexec - devpts devpts rw\n\
+        44 43 0:9 / /dev/pts ro,nosuid,noexec - devpts devpts rw\n";
+
     #[test]
-    fn mount_points_are_read_and_unescaped() {
-        let mountinfo = "22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n\
-                         40 22 0:5 / /mnt/my\\040disk rw - tmpfs none rw\n\
-                         41 22 0:6 / /odd\\134name rw - tmpfs none rw\n";
+    fn mountinfo_lines_are_parsed_and_unescaped() {
+        let mounts = parse_mountinfo(MOUNTINFO);
+        let points: Vec<&Path> = mounts.iter().map(|m| m.point.as_path()).collect();
         assert_eq!(
-            mount_points(mountinfo),
+            points,
             vec![
-                PathBuf::from("/"),
-                PathBuf::from("/mnt/my disk"),
-                PathBuf::from("/odd\\name")
+                Path::new("/"),
+                Path::new("/mnt/my disk"),
+                Path::new("/odd\\name"),
+                Path::new("/work/ws"),
+                Path::new("/dev/pts"),
+                Path::new("/dev/pts"),
             ]
         );
-        assert!(mount_points("").is_empty());
+        assert!(mounts[0].shared && !mounts[2].shared);
+        assert_eq!(mounts[0].flags, MsFlags::MS_RELATIME);
+        assert_eq!(mounts[1].flags, MsFlags::MS_NOSUID | MsFlags::MS_NODEV);
+        assert!(mounts[2].read_only && !mounts[1].read_only);
+        assert!(parse_mountinfo("").is_empty());
+    }
+
+    #[test]
+    fn only_writable_mounts_outside_the_roots_are_remounted() {
+        let mounts = parse_mountinfo(MOUNTINFO);
+        let chosen: Vec<&Path> = mounts_to_make_read_only(&mounts, &[PathBuf::from("/work")])
+            .iter()
+            .map(|m| m.point.as_path())
+            .collect();
+        // /odd is already ro; /work/ws is under a writable root; the topmost
+        // /dev/pts is already ro.
+        assert_eq!(chosen, vec![Path::new("/"), Path::new("/mnt/my disk")]);
     }
 
     #[test]
