@@ -252,7 +252,10 @@ mod tests {
             &rules(),
             var,
         );
-        assert_eq!(roots, paths(&["/w", "/tmp", "/var/tmp/x", "/data"]));
+        assert_eq!(
+            roots,
+            paths(&["/w", "/tmp", "/dev/shm", "/var/tmp/x", "/data"])
+        );
         for policy in [Policy::ReadOnly, Policy::DangerFullAccess] {
             assert!(candidate_roots(policy, Path::new("/w"), &explicit, &rules(), var).is_empty());
         }
@@ -262,7 +265,7 @@ mod tests {
     fn relative_tmpdir_is_ignored() {
         let var = |_: &str| Some(PathBuf::from("relative"));
         let roots = candidate_roots(Policy::WorkspaceWrite, Path::new("/w"), &[], &rules(), var);
-        assert_eq!(roots, paths(&["/w", "/tmp"]));
+        assert_eq!(roots, paths(&["/w", "/tmp", "/dev/shm"]));
     }
 
     #[test]

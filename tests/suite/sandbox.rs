@@ -608,3 +608,52 @@ fn the_terminal_can_be_reopened_by_name() {
         .stdout_contains("via-tty")
         .stdout_contains("tty-ok");
 }
+
+#[test]
+fn processes_outside_cannot_be_signalled() {
+    need_landlock!();
+    skip_unless!(landlock_abi() >= 6, "Landlock signal scoping needs ABI 6");
+    let scene = Scene::new();
+    let mut outside = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let result = scene.run_sh(&[], &format!("kill -KILL {} || echo refused", outside.id()));
+    let still_running = outside.try_wait().unwrap().is_none();
+    let _ = outside.kill();
+    let _ = outside.wait();
+    result.success().stdout_is("refused\n");
+    assert!(
+        still_running,
+        "the sandboxed command killed a process outside"
+    );
+}
+
+#[test]
+fn no_new_privs_is_always_set() {
+    let scene = Scene::new();
+    for policy in ["read-only", "workspace-write", "danger-full-access"] {
+        scene
+            .run_sh(&["--policy", policy], "grep NoNewPrivs /proc/self/status")
+            .success()
+            .stdout_contains("NoNewPrivs:\t1");
+    }
+}
+
+#[test]
+fn python_multiprocessing_works_under_workspace_write() {
+    need_landlock!();
+    skip_unless!(have("python3"), "python3 is not installed");
+    let scene = Scene::new();
+    let script = "import multiprocessing as mp\n\
+                  if __name__ == '__main__':\n    \
+                  with mp.Pool(2) as pool: print(sum(pool.map(abs, [-1, -2, 3])))\n";
+    scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--", "python3", "-c", script])
+        .limit(Duration::from_secs(30))
+        .run()
+        .success()
+        .stdout_is("6\n");
+}
