@@ -167,10 +167,7 @@ fn build_plan(
     cwd: &Path,
     explicit: &[PathBuf],
 ) -> Result<FsPlan, SandboxError> {
-    let rules = RuleFile::builtin().map_err(|err| SandboxError::SeccompPolicy {
-        name: "landlock.toml",
-        message: err.to_string(),
-    })?;
+    let rules = RuleFile::builtin().map_err(SandboxError::RuleFile)?;
     let mut explicit_roots = Vec::with_capacity(explicit.len());
     if policy == Policy::WorkspaceWrite {
         for root in explicit {

@@ -618,7 +618,13 @@ fn processes_outside_cannot_be_signalled() {
         .arg("30")
         .spawn()
         .unwrap();
-    let result = scene.run_sh(&[], &format!("kill -KILL {} || echo refused", outside.id()));
+    let result = scene.run_sh(
+        &[],
+        &format!(
+            "kill -KILL {pid} || echo refused; cat /proc/{pid}/environ > /dev/null || echo environ-refused",
+            pid = outside.id()
+        ),
+    );
     let still_running = outside.try_wait().unwrap().is_none();
     let _ = outside.kill();
     let _ = outside.wait();
@@ -656,4 +662,42 @@ fn python_multiprocessing_works_under_workspace_write() {
         .run()
         .success()
         .stdout_is("6\n");
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn privileged_syscalls_are_refused() {
+    skip_unless!(have("python3"), "python3 is not installed");
+    let scene = Scene::new();
+    // x86_64 numbers, each called with arguments that would fail harmlessly
+    // (EINVAL, EFAULT, EBADF) if the filter let it through.
+    let script = r#"
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+calls = {"io_uring_setup": (425, 0, 0), "bpf": (321, -1, 0, 0), "perf_event_open": (298, 0, 0, -1, -1, 0),
+         "process_vm_readv": (310, 1, 0, 0, 0, 0, 0), "kexec_load": (246, 0, 0, 0, -1),
+         "init_module": (175, 0, 0, 0), "finit_module": (313, -1, 0, 0), "open_by_handle_at": (304, -1, 0, 0),
+         "setns": (308, -1, 0), "mount": (165, 0, 0, 0, 0, 0), "umount2": (166, 0, 0), "pivot_root": (155, 0, 0),
+         "iopl": (172, 9), "userfaultfd": (323, -1), "clone3": (435, 0, 0), "x32 getpid": (0x40000000 | 39,)}
+for name, (nr, *args) in calls.items():
+    rc = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    print(name, rc, errno.errorcode.get(ctypes.get_errno(), "0") if rc == -1 else "ALLOWED")
+"#;
+    let result = scene
+        .env
+        .cmd_at(&scene.sandbox)
+        .args(["--network", "allow", "--", "python3", "-c", script])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.success();
+    for line in result.stdout_str().lines() {
+        let expected = if line.starts_with("clone3") || line.starts_with("x32") {
+            "-1 ENOSYS"
+        } else {
+            "-1 EPERM"
+        };
+        assert!(line.ends_with(expected), "{line}\n{}", result.stdout_str());
+    }
+    assert_eq!(result.stdout_str().lines().count(), 16);
 }
