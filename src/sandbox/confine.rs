@@ -72,7 +72,11 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
     let (fs, abi) = match &plan {
         None => (FsLevel::None, None),
         Some(plan) => {
-            let outcome = landlock_rules::restrict(plan, spec.network)?;
+            let mut outcome = landlock_rules::restrict(plan, spec.network)?;
+            if outcome.fs == FsLevel::None && plan.read_only_mounts {
+                // Read-only mounts still refuse every write outside the roots.
+                outcome.fs = FsLevel::Partial;
+            }
             if let Some(what) = judge_landlock(&outcome, spec.policy, spec.best_effort)? {
                 not_enforced.push(what);
             }
@@ -129,11 +133,20 @@ fn judge_landlock(
             policy: policy.as_str(),
             reason: reason.to_owned(),
         }),
+        (FsLevel::Partial, false) if outcome.unavailable.is_some() => {
+            Err(SandboxError::LandlockMissing {
+                policy: policy.as_str(),
+                reason: reason.to_owned(),
+            })
+        }
         (FsLevel::Partial, false) => Err(SandboxError::LandlockTooOld {
             policy: policy.as_str(),
             abi,
         }),
         (FsLevel::None, true) => Ok(Some(format!("filesystem rules ({reason})"))),
+        (FsLevel::Partial, true) if outcome.unavailable.is_some() => Ok(Some(format!(
+            "Landlock rules ({reason}); only read-only mounts protect the filesystem"
+        ))),
         (FsLevel::Partial, true) => Ok(Some(format!(
             "truncation and cross-directory rules (Landlock ABI {abi} < {FULL_FS_ABI})"
         ))),
@@ -227,7 +240,11 @@ fn build_plan(
         .filter(|path| path.exists())
         .cloned()
         .collect();
-    Ok(FsPlan { writable, devices })
+    Ok(FsPlan {
+        writable,
+        devices,
+        read_only_mounts: mounted,
+    })
 }
 
 /// A socket inherited from our parent keeps its family, and seccomp cannot
@@ -317,5 +334,14 @@ mod tests {
         let partial =
             judge_landlock(&outcome(FsLevel::Partial, Some(1)), Policy::ReadOnly, true).unwrap();
         assert!(partial.is_some_and(|line| line.contains("ABI 1 < 3")));
+        let mounts_only = LandlockOutcome {
+            fs: FsLevel::Partial,
+            abi: None,
+            unavailable: Some("Landlock is not built into this kernel"),
+        };
+        let line = judge_landlock(&mounts_only, Policy::ReadOnly, true).unwrap();
+        assert!(line.is_some_and(|line| line.contains("only read-only mounts")));
+        let err = judge_landlock(&mounts_only, Policy::ReadOnly, false).unwrap_err();
+        assert!(err.to_string().contains("not built into"), "{err}");
     }
 }

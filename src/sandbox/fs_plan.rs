@@ -61,6 +61,9 @@ pub struct FsPlan {
     pub writable: Vec<PathBuf>,
     /// Devices and device directories: read, write, truncate, ioctl.
     pub devices: Vec<PathBuf>,
+    /// Whether the process is in a private mount namespace where everything
+    /// but the writable roots is mounted read-only.
+    pub read_only_mounts: bool,
 }
 
 /// The kind of a directory entry, as far as the plan cares.
