@@ -701,3 +701,20 @@ for name, (nr, *args) in calls.items():
     }
     assert_eq!(result.stdout_str().lines().count(), 16);
 }
+
+#[test]
+fn the_command_can_open_its_own_pseudo_terminal() {
+    need_landlock!();
+    skip_unless!(have("python3"), "python3 is not installed");
+    let scene = Scene::new();
+    for policy in ["read-only", "workspace-write"] {
+        scene
+            .env
+            .cmd_at(&scene.sandbox)
+            .args(["--policy", policy, "--", "python3", "-c"])
+            .arg("import os; m, s = os.openpty(); os.write(s, b'x'); print(os.read(m, 1).decode())")
+            .run()
+            .success()
+            .stdout_is("x\n");
+    }
+}
