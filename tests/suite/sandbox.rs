@@ -718,3 +718,23 @@ fn the_command_can_open_its_own_pseudo_terminal() {
             .stdout_is("x\n");
     }
 }
+
+#[test]
+fn device_nodes_cannot_be_made_even_in_the_workspace() {
+    need_landlock!();
+    // SAFETY: geteuid has no preconditions.
+    skip_unless!(
+        unsafe { libc::geteuid() } == 0,
+        "only root can make device nodes, so only as root does refusing them mean anything"
+    );
+    let scene = Scene::new();
+    scene
+        .run_sh(
+            &[],
+            "mknod ./blk b 7 0 2>/dev/null && echo MADE; mknod ./mem c 1 1 2>/dev/null && echo MADE; \
+             mkfifo ./fifo && echo fifo-ok",
+        )
+        .success()
+        .stdout_is("fifo-ok\n");
+    assert!(!scene.env.work().join("blk").exists());
+}
