@@ -740,3 +740,33 @@ fn device_nodes_cannot_be_made_even_in_the_workspace() {
         .stdout_is("fifo-ok\n");
     assert!(!scene.env.work().join("blk").exists());
 }
+
+#[test]
+fn inherited_network_sockets_are_closed_when_the_network_is_denied() {
+    skip_unless!(have("python3"), "python3 is not installed");
+    let scene = Scene::new();
+    // Outside the sandbox: open a TCP socket and a Unix socket pair, hand
+    // both to the sandboxed command, which reports which survived.
+    let script = format!(
+        r#"
+import os, socket, subprocess, sys
+tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+unix, _peer = socket.socketpair()
+fds = (tcp.fileno(), unix.fileno())
+probe = "import os, sys\nfor fd in sys.argv[1:]:\n    try: os.fstat(int(fd)); print(fd, 'open')\n    except OSError: print(fd, 'closed')"
+for network in ("deny", "allow"):
+    out = subprocess.run(["{sandbox}", "--network", network, "--", "python3", "-c", probe, *map(str, fds)],
+                         pass_fds=fds, capture_output=True, text=True, timeout=20)
+    print(network, out.stdout.replace(str(fds[0]), "tcp").replace(str(fds[1]), "unix").split())
+"#,
+        sandbox = scene.sandbox.display()
+    );
+    scene
+        .env
+        .cmd_at("python3")
+        .args(["-c", &script])
+        .run()
+        .success()
+        .stdout_contains("deny ['tcp', 'closed', 'unix', 'open']")
+        .stdout_contains("allow ['tcp', 'open', 'unix', 'open']");
+}
