@@ -221,13 +221,14 @@ fn build_plan(
     protected.sort();
     protected.dedup();
     let whole_roots = fs_plan::split_writable(&roots, &explicit_roots, &[], fs_plan::list_dir);
-    let mounted = read_only_mounts::isolate(
-        &whole_roots,
-        &protected,
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    )
-    .is_ok();
+    let mounted = rules.read_only_mounts.wanted(!protected.is_empty())
+        && read_only_mounts::isolate(
+            &whole_roots,
+            &protected,
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        )
+        .is_ok();
     let writable = if mounted || protected.is_empty() {
         whole_roots
     } else {

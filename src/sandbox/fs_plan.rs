@@ -45,6 +45,31 @@ pub struct RuleFile {
     pub workspace_root_vars: Vec<String>,
     /// Entry names kept read-only at the top of each writable root.
     pub protected_names: Vec<String>,
+    /// When to add the read-only mount namespace under Landlock.
+    pub read_only_mounts: MountMode,
+}
+
+/// When the sandbox adds its read-only mount namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MountMode {
+    /// Under every confining policy.
+    Always,
+    /// Only where a protected path inside a writable root needs it.
+    Repositories,
+    /// Never: Landlock alone.
+    Never,
+}
+
+impl MountMode {
+    /// Whether to try the namespace, given whether anything needs protecting.
+    pub fn wanted(self, has_protected_paths: bool) -> bool {
+        match self {
+            MountMode::Always => true,
+            MountMode::Repositories => has_protected_paths,
+            MountMode::Never => false,
+        }
+    }
 }
 
 impl RuleFile {
@@ -242,6 +267,15 @@ mod tests {
         assert!(rules.devices.contains(&PathBuf::from("/dev/null")));
         assert!(rules.device_dirs.contains(&PathBuf::from("/dev/pts")));
         assert_eq!(rules.protected_names, vec![".git".to_owned()]);
+        assert_eq!(rules.read_only_mounts, MountMode::Always);
+    }
+
+    #[test]
+    fn mount_modes_decide_by_protected_paths() {
+        assert!(MountMode::Always.wanted(false));
+        assert!(!MountMode::Repositories.wanted(false));
+        assert!(MountMode::Repositories.wanted(true));
+        assert!(!MountMode::Never.wanted(true));
     }
 
     #[test]
