@@ -64,11 +64,18 @@ pub fn read_attestation(path: &Path) -> Option<SandboxAttestation> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// The report's bytes: one JSON object and a newline.
+pub fn encode(value: &SandboxAttestation) -> Vec<u8> {
+    // Serializing three plain fields cannot fail; an empty report would read
+    // back as `None`, the safe answer.
+    let mut bytes = serde_json::to_vec(value).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
 /// Writes the report (the whole file, replaced).
 pub fn write_attestation(path: &Path, value: &SandboxAttestation) -> std::io::Result<()> {
-    let mut bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    bytes.push(b'\n');
-    std::fs::write(path, bytes)
+    std::fs::write(path, encode(value))
 }
 
 #[cfg(test)]

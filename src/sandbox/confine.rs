@@ -102,9 +102,7 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
 
     if let Some((path, file)) = report.as_mut() {
         let value = attestation::attestation(fs, net, abi);
-        let mut bytes = serde_json::to_vec(&value).unwrap_or_default();
-        bytes.push(b'\n');
-        file.write_all(&bytes)
+        file.write_all(&attestation::encode(&value))
             .map_err(|source| SandboxError::Report {
                 path: path.to_path_buf(),
                 source,
