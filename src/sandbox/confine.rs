@@ -211,6 +211,12 @@ fn build_plan(
             |path| path.canonicalize().ok(),
         ));
     }
+    // agent-reach's own state (the session PATH links to apply_patch and
+    // friends, which the agent runs unconfined) must not be replaceable
+    // from inside, even when it lives under /tmp.
+    if let Ok(home) = ctx.agent_reach_home().canonicalize() {
+        protected.push(home);
+    }
     // Only protected paths inside a writable root need protecting; Landlock
     // already keeps everything else read-only.
     protected.retain(|path| {

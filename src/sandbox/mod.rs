@@ -18,7 +18,9 @@
 //!   file out or in, truncation; metadata outside (`chmod`, `chown`, `touch`,
 //!   xattrs, `chattr`: mount layer only); device nodes anywhere (`mknod` of a
 //!   raw disk as root); writes into a top-level `.git` (hooks, config) of a
-//!   writable root and its worktree/submodule `gitdir`/`commondir` targets.
+//!   writable root and its worktree/submodule `gitdir`/`commondir` targets;
+//!   agent-reach's own state directory (the session PATH links) when it lies
+//!   inside a writable root.
 //!   Reading and executing stay allowed everywhere.
 //! - **Network** (seccomp, plus Landlock TCP/UDP rules where the kernel has
 //!   them): no socket but `AF_UNIX`; abstract Unix sockets outside the sandbox
@@ -34,7 +36,9 @@
 //! - **Undoing it**: every layer survives exec and only ever stacks, so a
 //!   nested `agent-reach-sandbox --policy danger-full-access` stays confined.
 //!
-//! Not covered: reading secrets (everything is readable); pathname Unix
+//! Not covered: reading secrets (everything is readable); file descriptors
+//! the parent passes in keep their access (the engine passes none but
+//! stdio); pathname Unix
 //! sockets that lead out (a Docker or SSH agent socket, or a local DNS
 //! resolver that queries the network for the command); CPU, memory and disk
 //! exhaustion; kernel bugs; `.git` directories below the top of a writable

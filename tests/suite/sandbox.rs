@@ -770,3 +770,23 @@ for network in ("deny", "allow"):
         .stdout_contains("deny ['tcp', 'closed', 'unix', 'open']")
         .stdout_contains("allow ['tcp', 'open', 'unix', 'open']");
 }
+
+#[test]
+fn agent_reach_state_stays_read_only_even_under_tmp() {
+    need_landlock!();
+    let scene = Scene::new();
+    // TestEnv puts $AGENT_REACH_HOME under the temp dir, a writable root.
+    let home = scene.env.ar_home();
+    fs::create_dir_all(home.join("tmp/path/session")).unwrap();
+    fs::write(home.join("tmp/path/session/apply_patch"), "real").unwrap();
+    let result = scene.run_sh(
+        &[],
+        "echo evil > \"$AGENT_REACH_HOME/tmp/path/session/apply_patch\" || echo refused; \
+         touch \"$AGENT_REACH_HOME/new\" 2>/dev/null || echo refused; echo x > /tmp/ar-sb-ok-$$ && rm /tmp/ar-sb-ok-$$ && echo tmp-ok",
+    );
+    result.success().stdout_is("refused\nrefused\ntmp-ok\n");
+    assert_eq!(
+        fs::read_to_string(home.join("tmp/path/session/apply_patch")).unwrap(),
+        "real"
+    );
+}
