@@ -2,3 +2,5 @@
 
 mod dispatch;
 mod path_guard;
+#[cfg(target_os = "linux")]
+mod sandbox;
