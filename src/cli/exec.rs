@@ -22,13 +22,13 @@ use crate::result::{NormalizedResult, Status};
 
 /// `exec` arguments.
 #[derive(Debug, clap::Args)]
-#[group(id = "mode", required = true, multiple = false)]
+#[command(group(clap::ArgGroup::new("mode").required(true).multiple(false).args(["json", "jsonl"])))]
 pub struct ExecArgs {
     /// One JSON request on stdin, one JSON result on stdout.
-    #[arg(long, group = "mode")]
+    #[arg(long)]
     pub json: bool,
     /// Many requests, one per line; results as they finish.
-    #[arg(long, group = "mode")]
+    #[arg(long)]
     pub jsonl: bool,
     /// The registry file (default: the built-in registry).
     #[arg(long)]

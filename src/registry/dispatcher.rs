@@ -13,17 +13,18 @@ use serde_json::Value;
 
 use super::cache::{CacheKey, ResultCache};
 use super::confine::confine;
+use super::engine_runner::EngineRunner;
 use super::env::child_env;
 use super::kinds;
 use super::metrics::{Metrics, RAW_COMMAND_LABEL, UNKNOWN_TOOL_LABEL};
 use super::model::{CwdPolicy, Risk, ToolSpec};
 use super::params::{PathContext, expand, validate_extra, validate_named};
-use super::process_runner::ProcessRunner;
 use super::request::{Args, Request, Target};
 use super::runner::{RunPlan, Runner};
 use super::secrets::{SECRETS_FILE_VAR, SecretStore, SecretsError, redact_text};
 use super::{Availability, Registry};
 use crate::result::{NormalizedResult, Status};
+use crate::sandbox::{Network, Policy, SandboxSpec};
 use crate::scheduler::{Demand, Limits, Scheduler};
 
 /// A tool without `timeout` is killed after this long.
@@ -43,8 +44,6 @@ pub struct DispatcherConfig {
     /// The argv prefix that starts the sandbox personality (the session's
     /// `agent-reach-sandbox` link, or the executable with `--agent-reach-run-as`).
     pub sandbox_prefix: Vec<OsString>,
-    /// Tags children (`AGENT_REACH_SESSION`) so escapees can be found.
-    pub session_tag: String,
 }
 
 impl DispatcherConfig {
@@ -58,7 +57,6 @@ impl DispatcherConfig {
             env,
             home,
             sandbox_prefix: vec![sandbox_link.into_os_string()],
-            session_tag: format!("registry-{}", std::process::id()),
         }
     }
 }
@@ -120,7 +118,7 @@ fn reject(kind: &'static str, label: &str, message: String) -> Refusal {
 impl Dispatcher {
     /// A dispatcher that runs commands as child processes.
     pub fn new(registry: Registry, config: DispatcherConfig) -> Result<Self, DispatcherError> {
-        Self::with_runner(registry, config, Arc::new(ProcessRunner))
+        Self::with_runner(registry, config, Arc::new(EngineRunner))
     }
 
     /// A dispatcher with its own runner (tests, other engines).
@@ -396,13 +394,14 @@ impl Dispatcher {
             }
         }
         let tty = request.tty.unwrap_or(tool.interactive);
+        let tag = crate::exec::new_session_tag();
         let env = child_env(
             &self.config.env,
             &tool.env,
             &settings.env,
             &secrets,
             tty,
-            &self.config.session_tag,
+            &tag,
         );
         let tool_timeout = tool.timeout.unwrap_or(DEFAULT_TOOL_TIMEOUT);
         let timeout = match request.timeout_ms {
@@ -413,7 +412,12 @@ impl Dispatcher {
             .sandbox
             .clone()
             .or_else(|| settings.sandbox.default.clone());
-        let wrapper = self.sandbox_wrapper(policy.as_deref(), tool.network, &cwd);
+        let (wrapper, attestation_file) = self
+            .sandbox_wrapper(policy.as_deref(), tool.network, &cwd, &tag)
+            .map_err(|r| Refusal {
+                label: label.to_owned(),
+                ..r
+            })?;
         let cache = tool.cache_ttl.map(|ttl| {
             (
                 CacheKey {
@@ -437,12 +441,13 @@ impl Dispatcher {
                 tty,
                 timeout: Some(timeout),
                 wrapper,
+                attestation_file,
                 secrets: all_secrets,
                 max_output_tokens: request
                     .max_output_tokens
                     .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
                 home: self.config.home.clone(),
-                session_tag: self.config.session_tag.clone(),
+                session_tag: tag,
             },
             demand: Demand {
                 group: tool.group.clone(),
@@ -481,20 +486,19 @@ impl Dispatcher {
         )?;
         let cwd = self.caller_cwd(request.workdir.as_deref(), label)?;
         let tty = request.tty.unwrap_or(false);
-        let env = child_env(
-            &self.config.env,
-            &[],
-            &settings.env,
-            &[],
-            tty,
-            &self.config.session_tag,
-        );
+        let tag = crate::exec::new_session_tag();
+        let env = child_env(&self.config.env, &[], &settings.env, &[], tty, &tag);
         let timeout = match request.timeout_ms {
             None => Some(DEFAULT_COMMAND_TIMEOUT),
             Some(0) => None,
             Some(ms) => Some(Duration::from_millis(ms)),
         };
-        let wrapper = self.sandbox_wrapper(settings.sandbox.default.as_deref(), false, &cwd);
+        let (wrapper, attestation_file) = self
+            .sandbox_wrapper(settings.sandbox.default.as_deref(), false, &cwd, &tag)
+            .map_err(|r| Refusal {
+                label: label.to_owned(),
+                ..r
+            })?;
         Ok(Prepared {
             label: label.to_owned(),
             tool: None,
@@ -505,12 +509,13 @@ impl Dispatcher {
                 tty,
                 timeout,
                 wrapper,
+                attestation_file,
                 secrets: self.all_secrets.clone(),
                 max_output_tokens: request
                     .max_output_tokens
                     .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
                 home: self.config.home.clone(),
-                session_tag: self.config.session_tag.clone(),
+                session_tag: tag,
             },
             demand: Demand {
                 group: None,
@@ -578,28 +583,56 @@ impl Dispatcher {
         Ok(fixed)
     }
 
-    fn sandbox_wrapper(&self, policy: Option<&str>, network: bool, cwd: &Path) -> Vec<OsString> {
+    /// The sandbox argv prefix and its report file, when a policy applies.
+    fn sandbox_wrapper(
+        &self,
+        policy: Option<&str>,
+        network: bool,
+        cwd: &Path,
+        tag: &str,
+    ) -> Result<(Vec<OsString>, Option<PathBuf>), Refusal> {
         let Some(policy) = policy else {
-            return Vec::new();
+            return Ok((Vec::new(), None));
         };
-        let sandbox = &self.registry.settings.sandbox;
-        let mut wrapper = self.config.sandbox_prefix.clone();
-        wrapper.extend(["--policy".into(), policy.into()]);
-        wrapper.extend([
-            "--network".into(),
-            if network { "allow" } else { "deny" }.into(),
-        ]);
-        wrapper.extend(["--cwd".into(), cwd.as_os_str().to_owned()]);
-        for root in &sandbox.writable_roots {
-            wrapper.extend([
-                "--writable-root".into(),
-                self.registry.root.join(root).into_os_string(),
-            ]);
+        let settings = &self.registry.settings.sandbox;
+        let policy: Policy =
+            policy
+                .parse()
+                .map_err(|err: crate::sandbox::UnknownName| Refusal {
+                    status: Status::Error,
+                    kind: kinds::SPAWN_FAILED,
+                    message: err.to_string(),
+                    label: String::new(),
+                })?;
+        let spec = SandboxSpec {
+            policy,
+            writable_roots: settings
+                .writable_roots
+                .iter()
+                .map(|r| self.registry.root.join(r))
+                .collect(),
+            network: if network {
+                Network::Allow
+            } else {
+                Network::Deny
+            },
+            best_effort: settings.best_effort,
+        };
+        let report = self
+            .config
+            .home
+            .join("tmp")
+            .join(format!("sandbox-{tag}.json"));
+        let _ = std::fs::create_dir_all(self.config.home.join("tmp"));
+        let Some((link, extra)) = self.config.sandbox_prefix.split_first() else {
+            return Ok((Vec::new(), None));
+        };
+        let mut argv = spec.wrapper_argv(Path::new(link), cwd, Some(&report));
+        // A prefix like `exe --agent-reach-run-as=agent-reach-sandbox` keeps its
+        // extra words right after the program.
+        for (i, word) in extra.iter().enumerate() {
+            argv.insert(1 + i, word.clone());
         }
-        if sandbox.best_effort {
-            wrapper.push("--best-effort".into());
-        }
-        wrapper.push("--".into());
-        wrapper
+        Ok((argv, Some(report)))
     }
 }

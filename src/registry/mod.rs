@@ -9,6 +9,7 @@ pub mod builtin;
 pub mod cache;
 pub mod confine;
 pub mod dispatcher;
+pub mod engine_runner;
 pub mod env;
 pub mod fold;
 pub mod kinds;

@@ -27,12 +27,14 @@ pub struct RunPlan {
     pub timeout: Option<Duration>,
     /// An argv prefix, e.g. the sandbox link and its flags; empty = none.
     pub wrapper: Vec<OsString>,
+    /// Where the sandbox wrapper writes what it enforced (`--report`).
+    pub attestation_file: Option<PathBuf>,
     /// Values redacted from everything the command prints.
     pub secrets: Vec<(String, Vec<u8>)>,
     pub max_output_tokens: usize,
     /// `$AGENT_REACH_HOME`, for spill files.
     pub home: PathBuf,
-    /// Tags the command's processes (`AGENT_REACH_SESSION`).
+    /// Tags the command's processes (`AGENT_REACH_SESSION`); unique per run.
     pub session_tag: String,
 }
 

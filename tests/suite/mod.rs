@@ -2,4 +2,6 @@
 
 mod dispatch;
 mod exec;
+mod exec_json;
 mod path_guard;
+mod registry;
