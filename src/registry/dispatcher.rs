@@ -636,3 +636,140 @@ impl Dispatcher {
         Ok((argv, Some(report)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::runner::RunFuture;
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// Records plans and answers after a delay, without processes.
+    #[derive(Default)]
+    struct FakeRunner {
+        plans: Mutex<Vec<RunPlan>>,
+        delay: Duration,
+    }
+
+    impl Runner for FakeRunner {
+        fn run(&self, plan: RunPlan) -> RunFuture<'_> {
+            Box::pin(async move {
+                self.plans.lock().unwrap().push(plan.clone());
+                tokio::time::sleep(self.delay).await;
+                let mut result = NormalizedResult::refused(None, None, Status::Success, "", "");
+                result.error = None;
+                result.exit_code = Some(0);
+                result.stdout = format!("ran {:?}", plan.argv);
+                result
+            })
+        }
+    }
+
+    fn dispatcher(toml: &str, runner: Arc<FakeRunner>) -> (tempfile::TempDir, Dispatcher) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("r.toml");
+        std::fs::write(&file, toml).unwrap();
+        let registry = Registry::load(Some(&file), None, dir.path()).unwrap();
+        let env: BTreeMap<OsString, OsString> = [
+            ("PATH".into(), "/bin".into()),
+            ("TOKEN".into(), "s3cr3t-token".into()),
+        ]
+        .into();
+        let config = DispatcherConfig {
+            env,
+            home: dir.path().join("home"),
+            sandbox_prefix: vec!["/s/agent-reach-sandbox".into()],
+        };
+        (
+            dir,
+            Dispatcher::with_runner(registry, config, runner).unwrap(),
+        )
+    }
+
+    const TOOLS: &str = r#"
+[scheduler]
+global = 1
+queue = 2
+[[tools]]
+name = "t"
+command = ["prog", "--n={n}", "{files}"]
+cwd = "project_root"
+risk = "low"
+secrets = ["TOKEN"]
+sandbox = "read-only"
+timeout = 5
+params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type = "list" }]
+"#;
+
+    #[tokio::test]
+    async fn a_plan_carries_argv_env_secrets_sandbox_and_timeout() {
+        let runner = Arc::new(FakeRunner::default());
+        let (dir, d) = dispatcher(TOOLS, runner.clone());
+        let result = d
+            .handle_json(
+                &json!({"id": 1, "tool": "t", "args": {"files": ["a", "b"]}, "timeout_ms": 60000}),
+            )
+            .await;
+        assert_eq!(result.status, Status::Success, "{result:?}");
+        let plan = runner.plans.lock().unwrap()[0].clone();
+        assert_eq!(plan.argv, ["prog", "--n=3", "a", "b"].map(OsString::from));
+        assert_eq!(
+            plan.env.get(&OsString::from("TOKEN")),
+            Some(&OsString::from("s3cr3t-token"))
+        );
+        assert!(plan.secrets.iter().any(|(n, _)| n == "TOKEN"));
+        assert_eq!(
+            plan.timeout,
+            Some(Duration::from_secs(5)),
+            "a request cannot raise the tool's timeout"
+        );
+        assert_eq!(plan.wrapper[0], "/s/agent-reach-sandbox");
+        assert!(plan.wrapper.contains(&OsString::from("read-only")));
+        assert_eq!(plan.wrapper.last().unwrap(), "--");
+        assert_eq!(plan.cwd, dir.path().canonicalize().unwrap());
+    }
+
+    #[tokio::test]
+    async fn busy_is_answered_in_under_ten_milliseconds() {
+        let runner = Arc::new(FakeRunner {
+            delay: Duration::from_millis(500),
+            ..FakeRunner::default()
+        });
+        let (_dir, d) = dispatcher(TOOLS, runner);
+        let d = Arc::new(d);
+        let mut held = Vec::new();
+        for i in 0..3 {
+            let d = d.clone();
+            held.push(tokio::spawn(async move {
+                d.handle_json(&json!({"id": i, "tool": "t"})).await
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        let busy = d.handle_json(&json!({"id": "x", "tool": "t"})).await;
+        let took = started.elapsed();
+        assert_eq!(busy.status, Status::Busy);
+        assert!(took < Duration::from_millis(10), "busy took {took:?}");
+        assert!(busy.error.unwrap().retry_after_ms.unwrap() > 0);
+        for task in held {
+            assert_eq!(task.await.unwrap().status, Status::Success);
+        }
+        let counts = &d.metrics().snapshot()["t"];
+        assert_eq!((counts.runs, counts.busy), (3, 1));
+    }
+
+    #[tokio::test]
+    async fn secrets_never_appear_in_messages() {
+        let runner = Arc::new(FakeRunner::default());
+        let (_dir, d) = dispatcher(TOOLS, runner);
+        let result = d
+            .handle_json(&json!({"id": 1, "tool": "t", "args": {"n": "s3cr3t-token"}}))
+            .await;
+        let message = result.error.unwrap().message;
+        assert!(!message.contains("s3cr3t-token") || message.contains("[REDACTED:TOKEN]"));
+        assert!(!message.contains("s3cr3t-token"), "{message}");
+        let unknown = d.handle_json(&json!({"tool": "s3cr3t-token"})).await;
+        assert_eq!(unknown.tool.as_deref(), Some("[REDACTED:TOKEN]"));
+        assert!(!unknown.error.unwrap().message.contains("s3cr3t-token"));
+    }
+}

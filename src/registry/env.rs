@@ -1,22 +1,11 @@
-//! The environment a registry tool's child gets: cleared, then a whitelist
-//! from the server's environment, the tool's `env` names, the registry's
-//! `[env]` values, and the tool's secrets (child only).
+//! The environment a registry tool's child gets: the engine's cleared
+//! environment and whitelist ([`crate::exec::child_env`]), plus the tool's
+//! `env` names, the registry's `[env]` values and the tool's secrets (child
+//! only; the registry's `[env]` cannot override a secret).
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-
-/// Names copied from the server's environment for every child.
-const WHITELIST: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "TMPDIR",
-    "LANG",
-    "AGENT_REACH_HOME",
-    "AGENT_REACH_DEPTH",
-];
+use std::os::unix::ffi::OsStrExt;
 
 /// Builds a child's complete environment.
 pub fn child_env(
@@ -27,51 +16,16 @@ pub fn child_env(
     tty: bool,
     session_tag: &str,
 ) -> BTreeMap<OsString, OsString> {
-    let mut env = BTreeMap::new();
-    for (name, value) in parent {
-        let keep = name.to_str().is_some_and(|n| {
-            WHITELIST.contains(&n) || n.starts_with("LC_") || pass.iter().any(|p| p == n)
-        });
-        if keep {
-            env.insert(name.clone(), value.clone());
-        }
-    }
-    env.entry("LANG".into()).or_insert_with(|| "C.UTF-8".into());
-    env.entry("PATH".into())
-        .or_insert_with(|| "/usr/local/bin:/usr/bin:/bin".into());
-    for (name, value) in [("PAGER", "cat"), ("GIT_PAGER", "cat")] {
-        env.insert(name.into(), value.into());
-    }
-    if tty {
-        let term = parent
-            .get(OsStr::new("TERM"))
-            .filter(|t| !t.is_empty() && t.as_os_str() != "dumb")
-            .cloned()
-            .unwrap_or_else(|| "xterm-256color".into());
-        env.insert("TERM".into(), term);
-    } else {
-        env.insert("TERM".into(), "dumb".into());
-        env.insert("NO_COLOR".into(), "1".into());
-    }
-    for (name, value) in set {
-        env.insert(name.into(), value.into());
-    }
-    for (name, value) in secrets {
-        env.insert(name.into(), OsStr::from_bytes_lossless(value));
-    }
-    env.insert("AGENT_REACH_SESSION".into(), session_tag.into());
-    env
-}
-
-trait FromBytes {
-    fn from_bytes_lossless(bytes: &[u8]) -> OsString;
-}
-
-impl FromBytes for OsStr {
-    fn from_bytes_lossless(bytes: &[u8]) -> OsString {
-        use std::os::unix::ffi::OsStrExt;
-        OsStr::from_bytes(bytes).to_owned()
-    }
+    let explicit: Vec<(OsString, OsString)> = set
+        .iter()
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)))
+        .chain(
+            secrets
+                .iter()
+                .map(|(name, value)| (OsString::from(name), OsStr::from_bytes(value).to_owned())),
+        )
+        .collect();
+    crate::exec::child_env(parent, pass, &explicit, tty, session_tag)
 }
 
 #[cfg(test)]
@@ -109,6 +63,5 @@ mod tests {
         assert_eq!(get("TOKEN").as_deref(), Some("t"));
         assert_eq!(get("TERM").as_deref(), Some("dumb"));
         assert_eq!(get("AGENT_REACH_SESSION").as_deref(), Some("s1"));
-        assert_eq!(get("LANG").as_deref(), Some("C.UTF-8"));
     }
 }

@@ -27,8 +27,12 @@ pub const TIMEOUT: &str = "timeout";
 pub const NOT_FOUND: &str = "not_found";
 /// The program was found but could not be run (exit 126).
 pub const NOT_EXECUTABLE: &str = "not_executable";
-/// agent-reach failed to start or watch the command.
+/// agent-reach failed to start or watch the command (or the sandbox
+/// policy is unknown).
 pub const SPAWN_FAILED: &str = "spawn_failed";
+/// The engine found the working directory unusable at start (it vanished
+/// after validation).
+pub const BAD_WORKDIR: &str = "bad_workdir";
 /// The command started processes that could not be killed.
 pub const SURVIVORS: &str = "survivors";
 
@@ -48,5 +52,6 @@ pub const ALL: &[&str] = &[
     NOT_FOUND,
     NOT_EXECUTABLE,
     SPAWN_FAILED,
+    BAD_WORKDIR,
     SURVIVORS,
 ];
