@@ -128,6 +128,36 @@ fn to_line(result: &NormalizedResult) -> Vec<u8> {
     line
 }
 
+/// Discards input up to and including the next newline, in bounded memory.
+async fn skip_line(input: &mut (impl tokio::io::AsyncBufRead + Unpin)) {
+    loop {
+        let buf = match input.fill_buf().await {
+            Ok(buf) if !buf.is_empty() => buf,
+            _ => return,
+        };
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                input.consume(i + 1);
+                return;
+            }
+            None => {
+                let n = buf.len();
+                input.consume(n);
+            }
+        }
+    }
+}
+
+fn too_large() -> NormalizedResult {
+    NormalizedResult::refused(
+        None,
+        None,
+        Status::Rejected,
+        crate::registry::kinds::MALFORMED_REQUEST,
+        format!("the request is larger than {MAX_REQUEST_BYTES} bytes"),
+    )
+}
+
 async fn one(dispatcher: Arc<Dispatcher>) -> i32 {
     let mut input = Vec::new();
     let read = tokio::io::stdin()
@@ -139,11 +169,7 @@ async fn one(dispatcher: Arc<Dispatcher>) -> i32 {
             eprintln!("agent-reach: cannot read stdin: {err}");
             return exit_code::INTERNAL;
         }
-        Ok(_) if input.len() > MAX_REQUEST_BYTES => {
-            dispatcher
-                .handle_line(&format!("request larger than {MAX_REQUEST_BYTES} bytes"))
-                .await
-        }
+        Ok(_) if input.len() > MAX_REQUEST_BYTES => too_large(),
         Ok(_) => {
             dispatcher
                 .handle_line(&String::from_utf8_lossy(&input))
@@ -193,6 +219,12 @@ async fn stream(dispatcher: Arc<Dispatcher>) -> i32 {
         }
         if writer.is_finished() {
             break;
+        }
+        if line.len() as u64 == MAX_REQUEST_BYTES as u64 && line.last() != Some(&b'\n') {
+            // Skip the rest of the over-long line: one request, one answer.
+            skip_line(&mut input).await;
+            let _ = sender.send(too_large());
+            continue;
         }
         let text = String::from_utf8_lossy(&line).trim().to_owned();
         if text.is_empty() {
