@@ -701,6 +701,13 @@ timeout = 5
 params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type = "list" }]
 "#;
 
+    #[test]
+    fn dispatcher_can_be_shared_across_tasks() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<Dispatcher>();
+        shared::<Request>();
+    }
+
     #[tokio::test]
     async fn a_plan_carries_argv_env_secrets_sandbox_and_timeout() {
         let runner = Arc::new(FakeRunner::default());
