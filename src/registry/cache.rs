@@ -39,7 +39,7 @@ pub struct ResultCache {
 /// What a cacheable request should do.
 pub enum Lookup<'a> {
     /// A fresh stored result.
-    Hit(NormalizedResult),
+    Hit(Box<NormalizedResult>),
     /// The same run is in flight: await its result (an error means it was
     /// abandoned; run it yourself then).
     Wait(tokio::sync::oneshot::Receiver<NormalizedResult>),
@@ -92,7 +92,7 @@ impl ResultCache {
     /// A stored result, a run in flight to wait for, or the lead.
     pub fn lookup(&self, key: &CacheKey, ttl: Duration) -> Lookup<'_> {
         if let Some(hit) = self.get(key, ttl) {
-            return Lookup::Hit(hit);
+            return Lookup::Hit(Box::new(hit));
         }
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
         match in_flight.get_mut(key) {

@@ -213,7 +213,7 @@ impl Dispatcher {
         let mut leader = None;
         if let Some((key, ttl)) = &prepared.cache {
             let shared = match self.cache.lookup(key, *ttl) {
-                Lookup::Hit(hit) => Some(hit),
+                Lookup::Hit(hit) => Some(*hit),
                 Lookup::Wait(receiver) => receiver.await.ok(),
                 Lookup::Lead(guard) => {
                     leader = Some(guard);
