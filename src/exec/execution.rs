@@ -382,15 +382,19 @@ fn enforce_timeout(shared: &Shared, deadline: Instant) {
 }
 
 fn captures_for(spec: &SpawnSpec) -> Captures {
+    let store = if spec.limits.spill {
+        super::glue::open_spill_store(&spec.home, spec.limits.spill_cap_bytes)
+    } else {
+        None
+    };
     let config = |label: &str| SinkConfig {
         cap_bytes: spec.limits.cap_bytes,
         secrets: spec.secrets.clone(),
         keep_color: spec.limits.keep_color,
         tty: spec.tty,
         label: format!("{}-{label}", spec.session_tag),
-        home: spec.home.clone(),
-        spill: spec.limits.spill,
-        spill_cap_bytes: spec.limits.spill_cap_bytes,
+        spill: store.clone(),
+        skim_after: skim_after(&spec.limits),
     };
     if spec.merge_output || spec.tty {
         Captures::Merged(Sink::new(config("output")))
@@ -399,6 +403,18 @@ fn captures_for(spec: &SpawnSpec) -> Captures {
             stdout: Sink::new(config("stdout")),
             stderr: Sink::new(config("stderr")),
         }
+    }
+}
+
+/// Raw bytes after which a stream is skimmed: what the spill file can hold
+/// when there is one (nothing more could be saved or shown), else a few
+/// times the memory cap.
+fn skim_after(limits: &super::spec::OutputLimits) -> u64 {
+    let memory = (limits.cap_bytes as u64).saturating_mul(8);
+    if limits.spill {
+        limits.spill_cap_bytes.max(memory)
+    } else {
+        memory
     }
 }
 

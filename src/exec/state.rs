@@ -73,6 +73,10 @@ impl ExitInfo {
 /// Where output goes: each stream apart (one-shot results) or both in
 /// arrival order (sessions).
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per execution, built once and never moved in a hot path"
+)]
 pub enum Captures {
     Separate { stdout: Sink, stderr: Sink },
     Merged(Sink),
@@ -298,9 +302,8 @@ mod tests {
                 keep_color: false,
                 tty: false,
                 label: "t".into(),
-                home: "/tmp".into(),
-                spill: false,
-                spill_cap_bytes: 0,
+                spill: None,
+                skim_after: u64::MAX,
             },
         )));
         state.remember_for_matching(&vec![b'a'; MATCH_BUFFER_BYTES]);
