@@ -203,6 +203,8 @@ pub struct Shared {
     pub wake: UnixStream,
     /// Only one termination runs at a time.
     pub kill_lock: Mutex<()>,
+    /// Counts this execution for the orphan attribution rule.
+    pub live: super::kill::LiveExecutionGuard,
 }
 
 impl Shared {
@@ -238,6 +240,29 @@ impl Shared {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
+        }
+    }
+
+    /// Async: waits until `done(state)` or the deadline; returns whether it held.
+    pub async fn wait_async(&self, deadline: Instant, done: impl Fn(&State) -> bool) -> bool {
+        let mut events = self.events.subscribe();
+        loop {
+            events.borrow_and_update();
+            if done(&self.lock()) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
+            tokio::select! {
+                changed = events.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                () = sleep => {}
+            }
         }
     }
 
