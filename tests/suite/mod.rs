@@ -2,4 +2,5 @@
 
 mod dispatch;
 mod exec;
+mod exec_api;
 mod path_guard;
