@@ -108,12 +108,14 @@ impl Execution {
             cwd: spec.cwd.clone(),
             env: spec.env.clone(),
             stdio,
-            cgroup_procs_fd: cgroup.as_ref().map(CgroupGuard::procs_fd),
+            cgroup: cgroup.as_ref().map(|c| spawner::CgroupFds {
+                dir: c.dir_fd(),
+                procs: c.procs_fd(),
+            }),
         })
         .map_err(|source| spawn_error(&program_name, source))?;
         let started_at = Instant::now();
-        let mut child = forked.child;
-        let pid = child.id() as i32;
+        let pid = forked.pid;
         let mut sources = Vec::new();
         let mut pty_master = None;
         if let Some(master) = master {
@@ -125,8 +127,8 @@ impl Execution {
             });
         }
         for (pipe, kind) in [
-            (child.stdout.take().map(OwnedFd::from), StreamKind::Stdout),
-            (child.stderr.take().map(OwnedFd::from), StreamKind::Stderr),
+            (forked.stdout, StreamKind::Stdout),
+            (forked.stderr, StreamKind::Stderr),
         ] {
             if let Some(fd) = pipe {
                 pty::set_nonblocking(&fd).map_err(watch_error)?;
@@ -141,7 +143,7 @@ impl Execution {
         let (wake_tx, wake_rx) = UnixStream::pair().map_err(watch_error)?;
         wake_tx.set_nonblocking(true).map_err(watch_error)?;
         wake_rx.set_nonblocking(true).map_err(watch_error)?;
-        let pidfd = pump::pidfd_open(pid);
+        let pidfd = forked.pidfd.or_else(|| pump::pidfd_open(pid));
         let (events, _) = tokio::sync::watch::channel(0u64);
         let shared = Arc::new(Shared {
             pid,

@@ -38,7 +38,8 @@ pub struct KillReport {
 /// the command has exited and nothing it started is in its cgroup or among
 /// our unregistered children, nothing of it is left: every descendant that
 /// outlives its parent is re-parented to us, the subreaper (or to a
-/// subreaper below us, which is itself such a descendant).
+/// subreaper below us, which is itself such a descendant). Only sound in a
+/// subreaper; elsewhere it always says yes.
 pub fn may_have_members(shared: &Shared) -> bool {
     if shared.lock().exit.is_none() {
         return true;
@@ -48,9 +49,11 @@ pub fn may_have_members(shared: &Shared) -> bool {
     {
         return true;
     }
-    spawner::unknown_children()
-        .into_iter()
-        .any(procfs::is_alive)
+    // Without the subreaper, orphans go to init: only a full scan can tell.
+    !procfs::is_child_subreaper()
+        || spawner::unknown_children()
+            .into_iter()
+            .any(procfs::is_alive)
 }
 
 /// Live processes that belong to the execution: its process group, its
@@ -74,7 +77,7 @@ pub fn members(shared: &Shared) -> BTreeSet<i32> {
         }
     }
     let mut roots = pids.clone();
-    if live_executions() <= 1 {
+    if spawner::claims_all_children() && live_executions() <= 1 {
         roots.extend(spawner::unknown_children());
     }
     pids.extend(descendants(&processes, &roots));
@@ -189,6 +192,8 @@ pub fn kill_everything(shared: &Shared) -> KillReport {
         targets = members(shared);
     }
     report.survivors = targets.iter().map(|p| *p as u32).collect();
+    let signalled: Vec<i32> = report.signalled.iter().map(|p| *p as i32).collect();
+    spawner::reap_these(&signalled);
     spawner::reap_orphans();
     shared.lock().survivors = report.survivors.clone();
     report
