@@ -386,13 +386,13 @@ fn captures_for(spec: &SpawnSpec) -> Captures {
     }
 }
 
-/// Raw bytes after which a stream is skimmed: what the spill file can hold
-/// when there is one (nothing more could be saved or shown), else a few
-/// times the memory cap.
+/// Raw bytes after which a stream is skimmed: a quarter of the spill store
+/// (one flood must not evict every other run's file; 16 MiB of log is more
+/// than anyone reads), at least a few times the memory cap.
 fn skim_after(limits: &super::spec::OutputLimits) -> u64 {
     let memory = (limits.cap_bytes as u64).saturating_mul(8);
     if limits.spill {
-        limits.spill_cap_bytes.max(memory)
+        (limits.spill_cap_bytes / 4).max(memory)
     } else {
         memory
     }
