@@ -160,13 +160,13 @@ impl Execution {
             wake: wake_tx,
             kill_lock: Mutex::new(()),
             live: kill::LiveExecutionGuard::new(),
+            known: Mutex::new(Some(forked.known)),
         });
         let pump_shared = Arc::clone(&shared);
-        let known = forked.known;
         let timeout_at = spec.timeout.map(|timeout| started_at + timeout);
         let pumping = std::thread::Builder::new()
             .name(format!("agent-reach-pump-{pid}"))
-            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, known, timeout_at));
+            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, timeout_at));
         if let Err(source) = pumping {
             kill::kill_now(&shared);
             return Err(watch_error(source));
@@ -275,6 +275,7 @@ impl Execution {
         let mut state = self.shared().lock();
         state.match_buf.clear();
         state.match_scanned = 0;
+        state.windows_taken = true;
         state.captures.take_window(opts)
     }
 
@@ -343,6 +344,7 @@ impl Execution {
             })
             .await;
         }
+        shared.reap_main();
         if !spawner::unknown_children().is_empty() {
             spawner::reap_orphans();
         }

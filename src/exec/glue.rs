@@ -10,7 +10,8 @@
 //! the newest raw bytes in a ring; the ring goes through the pipeline when
 //! the window is taken or the stream ends, so the tail (the final "3
 //! failed") is cleaned, redacted and shown, and the fold marker counts every
-//! byte that was left out.
+//! byte that was left out. Binary output (a NUL) is skimmed from its first
+//! NUL on: it is refused whole anyway.
 
 use std::path::{Path, PathBuf};
 
@@ -93,8 +94,14 @@ impl Sink {
     /// Takes a chunk; never blocks, never fails.
     pub fn push(&mut self, bytes: &[u8]) {
         self.total += bytes.len() as u64;
-        if self.total <= self.skim_after {
+        if self.total <= self.skim_after && self.lines_at_skim.is_none() {
             self.capture.push(bytes);
+            // Binary output is refused whole: cleaning the rest of it would
+            // only cost time, so the skim starts after the first NUL.
+            if memchr::memchr(0, bytes).is_some() {
+                let so_far = self.capture.whole();
+                self.lines_at_skim = Some((so_far.first_line - 1) + so_far.lines);
+            }
             return;
         }
         if self.lines_at_skim.is_none() {
