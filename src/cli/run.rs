@@ -77,6 +77,8 @@ pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
+    // Every child of this process is the command's or an orphan of it.
+    exec::spawner::claim_all_children();
     let code = run(&args, &ctx, &session);
     drop(session);
     code

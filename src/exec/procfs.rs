@@ -53,6 +53,23 @@ pub fn is_alive(pid: i32) -> bool {
     stat(pid).is_some_and(|s| s.is_alive())
 }
 
+/// Whether this process is a child subreaper (`Session::start` makes it
+/// one): then orphans of the commands we run come back to us.
+pub fn is_child_subreaper() -> bool {
+    let mut flag: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut flag as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    };
+    rc == 0 && flag != 0
+}
+
 /// Every pid in `/proc` except our own.
 pub fn all_pids() -> Vec<i32> {
     let own = std::process::id() as i32;
@@ -82,6 +99,35 @@ pub fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
             let read = fs::File::open(format!("/proc/{pid}/environ"))
                 .and_then(|mut f| f.read_to_end(&mut buf));
             read.is_ok() && environ_has(&buf, &entry) && is_alive(*pid)
+        })
+        .collect()
+}
+
+/// One live process as a membership test needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveProcess {
+    pub stat: ProcStat,
+    /// Its environment carries the tag looked for.
+    pub tagged: bool,
+}
+
+/// Every live process (not us), with whether its environment carries
+/// `name=tag`: one pass over `/proc` for all membership rules.
+pub fn live_processes(name: &str, tag: &str) -> Vec<LiveProcess> {
+    let entry = format!("{name}={tag}").into_bytes();
+    let mut buf = Vec::with_capacity(8192);
+    all_pids()
+        .into_iter()
+        .filter_map(stat)
+        .filter(ProcStat::is_alive)
+        .map(|stat| {
+            buf.clear();
+            let read = fs::File::open(format!("/proc/{}/environ", stat.pid))
+                .and_then(|mut f| f.read_to_end(&mut buf));
+            LiveProcess {
+                stat,
+                tagged: read.is_ok() && environ_has(&buf, &entry),
+            }
         })
         .collect()
 }

@@ -12,12 +12,11 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::pty::CrlfNormalizer;
-use super::spawner::KnownChildGuard;
 use super::state::{ExitInfo, Shared, StreamKind};
 
 /// Bytes read per `read` call.
@@ -60,10 +59,10 @@ pub fn run(
     mut sources: Vec<Source>,
     pidfd: Option<OwnedFd>,
     wake: UnixStream,
-    known: KnownChildGuard,
+    timeout_at: Option<Instant>,
 ) {
+    let mut timeout_at = timeout_at;
     let mut pidfd = pidfd;
-    let mut known = Some(known);
     let mut buf = vec![0u8; CHUNK];
     let mut exited = false;
     loop {
@@ -73,7 +72,15 @@ pub fn run(
         if exited && sources.is_empty() {
             break;
         }
-        let (ready, pid_ready, wake_ready) = wait_ready(&sources, pidfd.as_ref(), &wake, exited);
+        if let Some(at) = timeout_at
+            && Instant::now() >= at
+        {
+            timeout_at = None;
+            start_timeout_kill(&shared);
+        }
+        let wait_limit = timeout_at.filter(|_| !exited);
+        let (ready, pid_ready, wake_ready) =
+            wait_ready(&sources, pidfd.as_ref(), &wake, exited, wait_limit);
         let mut closed = Vec::new();
         for (index, source) in sources.iter_mut().enumerate() {
             if ready.get(index).copied().unwrap_or(false)
@@ -91,12 +98,9 @@ pub fn run(
             exited = collect_exit(&shared, &mut sources, &mut buf);
             if exited {
                 pidfd = None;
-                // Reaped: the pid is no longer ours to protect from the reaper.
-                known = None;
             }
         }
     }
-    drop(known);
     let mut state = shared.lock();
     state.captures.finish();
     state.output_done = true;
@@ -104,11 +108,35 @@ pub fn run(
     shared.notify();
 }
 
+/// The command timeout ran out: mark the execution and kill it on a thread
+/// of its own (the kill waits out the grace period; the pump must go on
+/// reading meanwhile).
+fn start_timeout_kill(shared: &Arc<Shared>) {
+    {
+        let mut state = shared.lock();
+        if state.exit.is_some() {
+            return;
+        }
+        state.timed_out = true;
+    }
+    let killer = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name(format!("agent-reach-timeout-{}", shared.pid))
+        .spawn(move || {
+            super::kill::terminate(&killer);
+        });
+    if spawned.is_err() {
+        // No thread to wait out the grace: kill at once instead.
+        super::kill::kill_now(shared);
+    }
+}
+
 fn wait_ready(
     sources: &[Source],
     pidfd: Option<&OwnedFd>,
     wake: &UnixStream,
     exited: bool,
+    until: Option<Instant>,
 ) -> (Vec<bool>, bool, bool) {
     let mut fds: Vec<PollFd> = sources
         .iter()
@@ -123,10 +151,13 @@ fn wait_ready(
     };
     fds.push(PollFd::new(wake.as_fd(), PollFlags::POLLIN));
     let wake_index = fds.len() - 1;
-    let timeout = if !exited && pidfd.is_none() {
-        PollTimeout::from(TICK_MS)
-    } else {
-        PollTimeout::NONE
+    let tick = (!exited && pidfd.is_none()).then(|| Duration::from_millis(u64::from(TICK_MS)));
+    let to_deadline =
+        until.map(|at| at.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
+    let timeout = match (tick, to_deadline) {
+        (Some(a), Some(b)) => PollTimeout::try_from(a.min(b)).unwrap_or(PollTimeout::MAX),
+        (Some(a), None) | (None, Some(a)) => PollTimeout::try_from(a).unwrap_or(PollTimeout::MAX),
+        (None, None) => PollTimeout::NONE,
     };
     if poll(&mut fds, timeout).is_err() {
         // EINTR: just look again.
@@ -205,7 +236,6 @@ fn flush_normalizer(shared: &Shared, source: &mut Source) {
 
 /// Reads what is already in the pipes, then reaps the child if it exited.
 fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> bool {
-    let mut status = 0;
     // SAFETY: WNOHANG|WNOWAIT only peeks at our own child's state.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let peek = unsafe {
@@ -235,13 +265,13 @@ fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> b
         }
     }
     close_sources(shared, sources, closed);
-    // SAFETY: reaping our own child, whose exit we just saw.
-    let reaped = unsafe { libc::waitpid(shared.pid, &mut status, libc::WNOHANG) };
-    if reaped != shared.pid {
-        return false;
-    }
+    // Not reaped yet: while the zombie exists its pid, which is also the
+    // process group id, cannot be reused, so signalling the group during
+    // the clean-up can never hit a stranger. `Shared::reap_main` reaps it.
+    // SAFETY: si_code and si_status are valid to read for a CLD_* result.
+    let (code, value) = unsafe { (info.si_code, info.si_status()) };
     let mut state = shared.lock();
-    let exit = ExitInfo::from_wait_status(status, state.timed_out);
+    let exit = ExitInfo::from_child_info(code, value, state.timed_out);
     state.exit = Some(exit);
     state.exited_at = Some(Instant::now());
     drop(state);

@@ -52,6 +52,23 @@ impl ExitInfo {
         }
     }
 
+    /// Decodes a `waitid` result: `si_code` and `si_status`.
+    pub fn from_child_info(code: i32, status: i32, timed_out: bool) -> Self {
+        if code == libc::CLD_EXITED {
+            Self {
+                code: Some(status),
+                signal: None,
+                timed_out,
+            }
+        } else {
+            Self {
+                code: None,
+                signal: Some(status),
+                timed_out,
+            }
+        }
+    }
+
     /// Decodes a `waitpid` status.
     pub fn from_wait_status(status: i32, timed_out: bool) -> Self {
         if libc::WIFEXITED(status) {
@@ -73,6 +90,10 @@ impl ExitInfo {
 /// Where output goes: each stream apart (one-shot results) or both in
 /// arrival order (sessions).
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per execution, built once and never moved in a hot path"
+)]
 pub enum Captures {
     Separate { stdout: Sink, stderr: Sink },
     Merged(Sink),
@@ -151,6 +172,8 @@ pub struct State {
     /// Bytes of `match_buf` already searched without a match.
     pub match_scanned: usize,
     pub survivors: Vec<u32>,
+    /// A window was taken: its fold marker may name the spill files.
+    pub windows_taken: bool,
 }
 
 impl State {
@@ -166,6 +189,7 @@ impl State {
             match_buf: Vec::new(),
             match_scanned: 0,
             survivors: Vec::new(),
+            windows_taken: false,
         }
     }
 
@@ -199,6 +223,16 @@ pub struct Shared {
     pub wake: UnixStream,
     /// Only one termination runs at a time.
     pub kill_lock: Mutex<()>,
+    /// Counts this execution for the orphan attribution rule.
+    pub live: super::kill::LiveExecutionGuard,
+    /// Keeps the reaper off the command until [`Shared::reap_main`].
+    pub known: Mutex<Option<super::spawner::KnownChildGuard>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.reap_main();
+    }
 }
 
 impl Shared {
@@ -234,6 +268,53 @@ impl Shared {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
+        }
+    }
+
+    /// Async: waits until `done(state)` or the deadline; returns whether it held.
+    pub async fn wait_async(&self, deadline: Instant, done: impl Fn(&State) -> bool) -> bool {
+        let mut events = self.events.subscribe();
+        loop {
+            events.borrow_and_update();
+            if done(&self.lock()) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
+            tokio::select! {
+                changed = events.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                () = sleep => {}
+            }
+        }
+    }
+
+    /// The command is not reaped yet: its pid and process group id are
+    /// still reserved for it.
+    pub fn main_unreaped(&self) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Reaps the command once its exit is recorded (the pump leaves it a
+    /// zombie so its pid and process group stay reserved during clean-up).
+    pub fn reap_main(&self) {
+        if self.lock().exit.is_none() {
+            return;
+        }
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if known.is_some() {
+            let mut status = 0;
+            // SAFETY: reaping our own child, whose exit was seen.
+            unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+            *known = None;
         }
     }
 
@@ -298,9 +379,8 @@ mod tests {
                 keep_color: false,
                 tty: false,
                 label: "t".into(),
-                home: "/tmp".into(),
-                spill: false,
-                spill_cap_bytes: 0,
+                spill: None,
+                skim_after: u64::MAX,
             },
         )));
         state.remember_for_matching(&vec![b'a'; MATCH_BUFFER_BYTES]);

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::TestEnv;
+use crate::skip_unless;
 
 /// Processes whose command line contains `needle`, except zombies.
 fn live_processes_with(needle: &str) -> Vec<i32> {
@@ -370,4 +371,171 @@ fn a_prompt_reading_dev_tty_fails_at_once_on_pipes() {
         .limit(Duration::from_secs(20))
         .run()
         .elapsed_under(Duration::from_secs(5));
+}
+
+#[test]
+fn a_flood_keeps_memory_bounded_and_the_tail_survives() {
+    let env = TestEnv::new();
+    let script = "yes 'compiling crate number 42 of many' | head -c 200000000; echo; echo '3 failed'; \
+                  grep VmHWM /proc/$PPID/status >&2";
+    let result = env
+        .cmd()
+        .args(["run", "--timeout-ms", "120000", "--", "sh", "-c", script])
+        .limit(Duration::from_secs(150))
+        .run();
+    result
+        .success()
+        .stdout_contains("3 failed\n")
+        .stdout_contains("omitted");
+    assert!(
+        result.stdout.len() < 100_000,
+        "folded: {} bytes",
+        result.stdout.len()
+    );
+    let hwm_kb: u64 = result
+        .stderr_str()
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {:?}", result.stderr_str()));
+    assert!(hwm_kb < 64 * 1024, "peak RSS of agent-reach: {hwm_kb} kB");
+}
+
+#[test]
+fn a_progress_bar_comes_back_as_a_few_lines() {
+    let env = TestEnv::new();
+    let script = "i=0; while [ $i -lt 10000 ]; do printf '\\rBuilding %d/10000' $i; i=$((i+1)); done; \
+                  printf '\\rBuilding done\\n'; echo finished";
+    let result = env
+        .cmd()
+        .args(["run", "--timeout-ms", "60000", "--", "sh", "-c", script])
+        .limit(Duration::from_secs(90))
+        .run();
+    result.success().stdout_contains("finished");
+    let lines = result.stdout_str().lines().count();
+    assert!(lines <= 4, "{lines} lines:\n{}", result.stdout_str());
+}
+
+#[test]
+fn nul_laden_output_is_refused() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "printf 'PK\\003\\004\\000\\000\\000binary\\000'; head -c 5000 /dev/zero",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.success();
+    assert!(!result.stdout.contains(&0), "no NUL reaches the model");
+    assert!(
+        result.stdout_str().to_lowercase().contains("binary"),
+        "{}",
+        result.stdout_str()
+    );
+    assert_eq!(
+        result.stdout_str().trim_end().lines().count(),
+        1,
+        "{}",
+        result.stdout_str()
+    );
+}
+
+#[test]
+fn json_reports_truncation_with_a_spill_file() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--json",
+            "--max-output-tokens",
+            "100",
+            "--",
+            "seq",
+            "1",
+            "20000",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.success();
+    let json = result.json();
+    assert_eq!(json["truncated"], true);
+    let path = json["full_output_path"].as_str().expect("a spill path");
+    let spilled = std::fs::read_to_string(path).unwrap();
+    assert!(spilled.starts_with("1\n2\n") && spilled.ends_with("19999\n20000\n"));
+    assert!(json["stdout"].as_str().unwrap().contains("20000"));
+    assert_eq!(json["original_bytes"]["stdout"], 108_894);
+}
+
+#[test]
+fn sandbox_confines_the_command_and_attests_it() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--json",
+            "--sandbox",
+            "read-only",
+            "--",
+            "sh",
+            "-c",
+            "touch made-here",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    let refused = result.code == Some(125);
+    skip_unless!(
+        !refused,
+        format!("the sandbox is not available here: {}", result.stderr_str())
+    );
+    let json = result.json();
+    assert_eq!(json["status"], "failure", "{json}");
+    assert_eq!(json["sandbox"]["fs"], "enforced", "{json}");
+    assert!(!env.work().join("made-here").exists());
+    env.cmd()
+        .args([
+            "run",
+            "--sandbox",
+            "workspace-write",
+            "--",
+            "sh",
+            "-c",
+            "touch ok-here",
+        ])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success();
+    assert!(env.work().join("ok-here").exists());
+}
+
+#[test]
+fn an_unknown_sandbox_policy_is_125() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--sandbox", "bogus", "--", "true"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(125)
+        .stderr_contains("read-only");
+}
+
+#[test]
+fn a_shown_whole_output_leaves_no_spill_file() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--", "echo", "small"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success();
+    let spill = env.ar_home().join("spill");
+    let files: Vec<_> = std::fs::read_dir(&spill)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "{files:?}");
 }

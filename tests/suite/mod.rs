@@ -2,6 +2,7 @@
 
 mod dispatch;
 mod exec;
+mod exec_api;
 pub mod exec_json;
 mod path_guard;
 mod registry;
