@@ -1,6 +1,11 @@
 //! Integration suites, one module per feature.
 
 mod dispatch;
+mod exec;
+mod exec_api;
+pub mod exec_json;
 mod path_guard;
+mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
+mod scheduler;

@@ -1,0 +1,246 @@
+//! Ending an execution so that nothing it started survives: SIGTERM to
+//! everything that belongs to it, a grace period, SIGKILL, repeated until
+//! nothing is left or a bound runs out; then a bounded drain of the output.
+//!
+//! What belongs to an execution: its process group (the command is a session
+//! leader), its cgroup when it has one (escapes by `setsid` or double forks
+//! stay inside), and every live process whose environment carries its
+//! session tag (the fallback that also works without cgroups). A process
+//! that is still there after the last SIGKILL is reported as a survivor.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::env::SESSION_VAR;
+use super::procfs;
+use super::spawner;
+use super::state::Shared;
+
+/// How often we look again whether everything is gone.
+const POLL: Duration = Duration::from_millis(10);
+/// How long SIGKILL is repeated (for processes forked while we kill, and
+/// for the kernel to finish the ones that got it) before giving up.
+const KILL_CONFIRM: Duration = Duration::from_secs(1);
+
+/// What a termination did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KillReport {
+    /// Processes it signalled (the command and what it started).
+    pub signalled: Vec<u32>,
+    /// SIGKILL was needed: something outlived the grace period.
+    pub escalated: bool,
+    /// Processes still alive after the last SIGKILL.
+    pub survivors: Vec<u32>,
+}
+
+/// Cheap test: whether anything of the execution may still be alive. When
+/// the command has exited and nothing it started is in its cgroup or among
+/// our unregistered children, nothing of it is left: every descendant that
+/// outlives its parent is re-parented to us, the subreaper (or to a
+/// subreaper below us, which is itself such a descendant). Only sound in a
+/// subreaper; elsewhere it always says yes.
+pub fn may_have_members(shared: &Shared) -> bool {
+    if shared.lock().exit.is_none() {
+        return true;
+    }
+    if let Some(cgroup) = &shared.cgroup
+        && cgroup.members().into_iter().any(procfs::is_alive)
+    {
+        return true;
+    }
+    // Without the subreaper, orphans go to init: only a full scan can tell.
+    !procfs::is_child_subreaper()
+        || spawner::unknown_children()
+            .into_iter()
+            .any(procfs::is_alive)
+}
+
+/// Live processes that belong to the execution: its process group, its
+/// cgroup, its session tag, and, when it is the only execution in this
+/// process, every orphan re-parented to us and their descendants.
+pub fn members(shared: &Shared) -> BTreeSet<i32> {
+    let mut pids = BTreeSet::new();
+    if !may_have_members(shared) {
+        return pids;
+    }
+    if shared.lock().exit.is_none() && procfs::is_alive(shared.pid) {
+        pids.insert(shared.pid);
+    }
+    if let Some(cgroup) = &shared.cgroup {
+        pids.extend(
+            cgroup
+                .members()
+                .into_iter()
+                .filter(|pid| procfs::is_alive(*pid)),
+        );
+    }
+    let processes = procfs::live_processes(SESSION_VAR, &shared.tag);
+    let group_is_ours = shared.main_unreaped();
+    for process in &processes {
+        if process.tagged || (group_is_ours && process.stat.pgrp == shared.pid) {
+            pids.insert(process.stat.pid);
+        }
+    }
+    let mut roots = pids.clone();
+    if spawner::claims_all_children() && live_executions() <= 1 {
+        roots.extend(spawner::unknown_children());
+    }
+    pids.extend(descendants(&processes, &roots));
+    pids.remove(&(std::process::id() as i32));
+    pids
+}
+
+/// `roots` and every live process below them.
+fn descendants(processes: &[procfs::LiveProcess], roots: &BTreeSet<i32>) -> BTreeSet<i32> {
+    let mut found: BTreeSet<i32> = roots
+        .iter()
+        .copied()
+        .filter(|pid| processes.iter().any(|p| p.stat.pid == *pid))
+        .collect();
+    loop {
+        let before = found.len();
+        for process in processes {
+            if found.contains(&process.stat.ppid) {
+                found.insert(process.stat.pid);
+            }
+        }
+        if found.len() == before {
+            return found;
+        }
+    }
+}
+
+static LIVE_EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Executions in this process whose clean-up has not finished.
+pub fn live_executions() -> usize {
+    LIVE_EXECUTIONS.load(Ordering::Relaxed)
+}
+
+/// Counts one execution as live until dropped.
+#[derive(Debug)]
+pub struct LiveExecutionGuard(());
+
+impl LiveExecutionGuard {
+    pub fn new() -> Self {
+        LIVE_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+        Self(())
+    }
+}
+
+impl Default for LiveExecutionGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for LiveExecutionGuard {
+    fn drop(&mut self) {
+        LIVE_EXECUTIONS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions. The group id is the
+    // command's pid, reserved while the command is not reaped (after that a
+    // stranger could have it, so the group is then left to the scan).
+    unsafe {
+        if shared.main_unreaped() {
+            libc::kill(-shared.pid, signal);
+        }
+        for pid in pids {
+            libc::kill(*pid, signal);
+            if signal == libc::SIGTERM {
+                // A stopped process would hold SIGTERM pending forever.
+                libc::kill(*pid, libc::SIGCONT);
+            }
+        }
+    }
+    if signal == libc::SIGKILL
+        && let Some(cgroup) = &shared.cgroup
+    {
+        cgroup.kill_all();
+    }
+}
+
+/// SIGTERM, grace, SIGKILL until nothing that belongs to the execution is
+/// left; records survivors in the shared state. Blocking.
+pub fn kill_everything(shared: &Shared) -> KillReport {
+    let _one_at_a_time = shared.kill_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut report = KillReport::default();
+    let mut targets = members(shared);
+    if targets.is_empty() {
+        return report;
+    }
+    report.signalled = targets.iter().map(|p| *p as u32).collect();
+    signal_all(shared, &targets, libc::SIGTERM);
+    let grace_end = Instant::now() + shared.kill_grace;
+    loop {
+        std::thread::sleep(POLL);
+        targets = members(shared);
+        if targets.is_empty() || Instant::now() >= grace_end {
+            break;
+        }
+    }
+    let confirm_end = Instant::now() + KILL_CONFIRM;
+    targets = members(shared);
+    while !targets.is_empty() {
+        report.escalated = true;
+        signal_all(shared, &targets, libc::SIGKILL);
+        for pid in &targets {
+            let pid = *pid as u32;
+            if !report.signalled.contains(&pid) {
+                report.signalled.push(pid);
+            }
+        }
+        if Instant::now() >= confirm_end {
+            break;
+        }
+        std::thread::sleep(POLL);
+        targets = members(shared);
+    }
+    report.survivors = targets.iter().map(|p| *p as u32).collect();
+    let signalled: Vec<i32> = report.signalled.iter().map(|p| *p as i32).collect();
+    spawner::reap_these(&signalled);
+    spawner::reap_orphans();
+    shared.lock().survivors = report.survivors.clone();
+    report
+}
+
+/// SIGKILL to everything of the execution at once, without grace (the last
+/// handle went away, or no thread could wait out the grace).
+pub fn kill_now(shared: &Shared) {
+    if shared.main_unreaped() {
+        // SAFETY: kill has no memory-safety preconditions; the group id is
+        // reserved while the command is not reaped.
+        unsafe { libc::kill(-shared.pid, libc::SIGKILL) };
+    }
+    let targets = members(shared);
+    signal_all(shared, &targets, libc::SIGKILL);
+}
+
+/// Waits up to the drain bound for the output to close, then stops reading.
+pub fn drain(shared: &Shared) {
+    let deadline = Instant::now() + shared.drain;
+    if !shared.wait_blocking(deadline, |s| s.output_done) {
+        shared.stop_reading();
+        // The pump only has to notice the flag: a short, bounded wait.
+        let _ = shared.wait_blocking(Instant::now() + Duration::from_millis(500), |s| {
+            s.output_done
+        });
+    }
+}
+
+/// The whole explicit termination: kill everything, then drain.
+pub fn terminate(shared: &Shared) -> KillReport {
+    let report = kill_everything(shared);
+    // The command itself is gone or unkillable; its exit shows shortly.
+    let _ = shared.wait_blocking(Instant::now() + Duration::from_millis(500), |s| {
+        s.exit.is_some()
+    });
+    drain(shared);
+    shared.reap_main();
+    spawner::reap_orphans();
+    report
+}
