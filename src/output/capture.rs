@@ -340,4 +340,49 @@ mod tests {
         assert_eq!(w.lines, 1000);
         assert_eq!(w.cleaned_bytes, w.omitted_bytes + 64);
     }
+
+    proptest::proptest! {
+        /// Arbitrary bytes in arbitrary chunks, through every stage: no
+        /// panic, and every reply stays within its budget plus the marker.
+        #[test]
+        fn any_bytes_stay_within_the_budget(
+            chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..300), 0..12),
+            cap in 0_usize..400,
+            tokens in 0_usize..80,
+            keep_color in proptest::bool::ANY,
+            windows in proptest::bool::ANY,
+        ) {
+            use crate::output::fold::{BYTES_PER_TOKEN, fold};
+            use crate::output::render::{RenderOptions, render};
+            let mut c = StreamCapture::new(CaptureConfig {
+                cap_bytes: cap,
+                keep_color,
+                redactor: Some(Redactor::new(vec![("K".into(), b"\x1b[0m".to_vec())])),
+                ..CaptureConfig::default()
+            });
+            let options = RenderOptions { max_output_tokens: tokens, keep_color };
+            let budget = tokens * BYTES_PER_TOKEN;
+            let check = |captured: &Captured| -> Result<(), proptest::test_runner::TestCaseError> {
+                let rendered = render(captured, &options);
+                let marker = fold(captured, budget).marker.map_or(0, |m| m.len());
+                if !captured.binary {
+                    proptest::prop_assert!(
+                        rendered.text.len() <= budget + marker + 2,
+                        "{} > {budget} + {marker}", rendered.text.len()
+                    );
+                }
+                Ok(())
+            };
+            for chunk in &chunks {
+                c.push(chunk);
+                if windows {
+                    check(&c.take_window())?;
+                }
+            }
+            c.finish();
+            check(&c.whole())?;
+            let total: usize = chunks.iter().map(Vec::len).sum();
+            proptest::prop_assert_eq!(c.total_raw_bytes(), total as u64);
+        }
+    }
 }
