@@ -163,11 +163,17 @@ impl StreamCapture {
         }
         let mut for_window = committed;
         if !self.shown_pending.is_empty() {
-            // The first finished text continues the line a window showed.
+            // Finished text that a window already showed while it was
+            // unfinished is not shown again, unless it was redrawn since.
             if let Some(rest) = committed.strip_prefix(self.shown_pending.as_slice()) {
                 for_window = rest;
+                self.shown_pending.clear();
+            } else if self.shown_pending.starts_with(committed) {
+                for_window = &[];
+                self.shown_pending.drain(..committed.len());
+            } else {
+                self.shown_pending.clear();
             }
-            self.shown_pending.clear();
         }
         self.window.push(for_window);
         self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
@@ -178,8 +184,8 @@ impl StreamCapture {
     pub fn take_window(&mut self) -> Captured {
         let pending = self.cleaner.pending();
         let new_pending = match pending.strip_prefix(self.shown_pending.as_slice()) {
-            Some(rest) if !self.shown_pending.is_empty() => rest.to_vec(),
-            _ => pending.to_vec(),
+            Some(rest) => rest.to_vec(),
+            None => pending.to_vec(),
         };
         self.shown_pending = pending.to_vec();
         let mut captured = self.snapshot();
@@ -301,6 +307,24 @@ mod tests {
         c.push(b"\r30% more");
         c.push(b" still");
         assert_eq!(c.take_window().pending, b"30% more still");
+    }
+
+    #[test]
+    fn live_rows_of_a_multi_line_redraw_are_not_shown_twice() {
+        let mut c = capture(1024);
+        c.push(b"a: 0\nb: 0\n\x1b[2A");
+        assert_eq!(c.take_window().head, b"a: 0\nb: 0\n");
+        c.push(b"\x1b[2Ka: 1\n\x1b[2Kb: 1\n");
+        let live = c.take_window();
+        assert!(live.head.is_empty());
+        assert_eq!(live.pending, b"a: 1\nb: 1");
+        c.push(b"end\n");
+        c.finish();
+        let last = c.take_window();
+        assert_eq!(
+            (last.head.as_slice(), last.pending.as_slice()),
+            (&b"\nend\n"[..], &b""[..])
+        );
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub struct ScreenLine {
     redraw_pending: bool,
     history: History,
     keep_color: bool,
+    /// A row the cursor moved back up into whose text was already passed
+    /// on: it only counts again once something is drawn on it.
+    phantom: bool,
 }
 
 /// Earlier states of a redrawn line: the first, the latest few, and how
@@ -86,6 +89,21 @@ impl ScreenLine {
         }
     }
 
+    /// A row standing for a line that was already passed on (the cursor
+    /// moved up into it).
+    pub fn phantom(keep_color: bool) -> Self {
+        Self {
+            keep_color,
+            phantom: true,
+            ..Self::default()
+        }
+    }
+
+    /// True for a row that was already passed on and not drawn on since.
+    pub fn is_phantom(&self) -> bool {
+        self.phantom && self.is_blank()
+    }
+
     /// The line as it stands now (its current state only).
     pub fn current(&self) -> &[u8] {
         &self.text
@@ -103,6 +121,7 @@ impl ScreenLine {
 
     /// Writes one character at the cursor (appending or overwriting).
     pub fn print(&mut self, c: char) {
+        self.phantom = false;
         if self.redraw_pending {
             self.redraw_pending = false;
             self.history.record(&self.text);

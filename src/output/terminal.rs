@@ -10,10 +10,24 @@
 //! Streaming: finished lines are appended to [`TerminalCleaner::committed`]
 //! as they complete; the unfinished last line stays [`TerminalCleaner::pending`]
 //! because a later `\r` may still redraw it.
+//!
+//! Multi-line redraws (a cursor moved up: npm, docker, multi-bar progress,
+//! full-screen redraws at `CSI H`) switch the cleaner to screen mode: from
+//! then on the last [`MAX_REGION_ROWS`] rows stay live and are redrawn in
+//! place, and a row is passed on only when it scrolls off the top of that
+//! region or the stream ends. Rows drawn before the switch were already
+//! passed on; those the program draws again appear once more, in their
+//! final state, so the repetition is bounded by the region.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
 
 use vte::{Params, Parser, Perform};
 
 use super::line::ScreenLine;
+
+/// Rows kept live in screen mode (a tall terminal).
+pub const MAX_REGION_ROWS: usize = 64;
 
 /// Streams raw terminal output in, cleaned lines out.
 pub struct TerminalCleaner {
@@ -26,12 +40,19 @@ impl std::fmt::Debug for TerminalCleaner {
         f.debug_struct("TerminalCleaner")
             .field("committed", &self.screen.committed.len())
             .field("pending", &self.screen.line.current().len())
+            .field("screen_mode", &self.screen.screen_mode)
             .finish()
     }
 }
 
 struct Screen {
+    /// The row under the cursor.
     line: ScreenLine,
+    /// Screen mode: live rows above the cursor row, top first.
+    above: VecDeque<ScreenLine>,
+    /// Screen mode: live rows below the cursor row, nearest first.
+    below: VecDeque<ScreenLine>,
+    screen_mode: bool,
     committed: Vec<u8>,
     keep_color: bool,
 }
@@ -42,6 +63,9 @@ impl TerminalCleaner {
             parser: Parser::new(),
             screen: Screen {
                 line: ScreenLine::new(keep_color),
+                above: VecDeque::new(),
+                below: VecDeque::new(),
+                screen_mode: false,
                 committed: Vec::new(),
                 keep_color,
             },
@@ -65,9 +89,7 @@ impl TerminalCleaner {
     pub fn finish(&mut self) {
         // An escape sequence cut off by the end of the stream is dropped.
         self.parser = Parser::new();
-        if !self.screen.line.is_blank() {
-            self.screen.line.commit(&mut self.screen.committed, false);
-        }
+        self.screen.flush_all();
     }
 
     /// Cleaned text that is final (whole lines, or the start of a line too
@@ -81,9 +103,154 @@ impl TerminalCleaner {
         self.screen.committed.clear();
     }
 
-    /// The unfinished last line as it stands now (a prompt, a progress bar).
-    pub fn pending(&self) -> &[u8] {
-        self.screen.line.current()
+    /// The unfinished output as it stands now: the last line (a prompt, a
+    /// progress bar) or, in screen mode, the live rows.
+    pub fn pending(&self) -> Cow<'_, [u8]> {
+        let screen = &self.screen;
+        if !screen.screen_mode {
+            return Cow::Borrowed(screen.line.current());
+        }
+        let mut out = Vec::new();
+        let rows = screen
+            .above
+            .iter()
+            .chain(std::iter::once(&screen.line))
+            .chain(screen.below.iter())
+            .filter(|row| !row.is_phantom());
+        for (i, row) in rows.enumerate() {
+            if i > 0 {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(row.current());
+        }
+        while out.last() == Some(&b'\n') {
+            out.pop();
+        }
+        Cow::Owned(out)
+    }
+
+    /// True once a multi-line redraw was seen.
+    pub fn is_screen_mode(&self) -> bool {
+        self.screen.screen_mode
+    }
+}
+
+impl Screen {
+    fn rows(&self) -> usize {
+        self.above.len() + 1 + self.below.len()
+    }
+
+    fn new_row(&self) -> ScreenLine {
+        ScreenLine::new(self.keep_color)
+    }
+
+    /// Passes on a row that left the live region (or the stream ended).
+    fn commit_row(&mut self, mut row: ScreenLine, newline: bool) {
+        if !row.is_phantom() {
+            row.commit(&mut self.committed, newline);
+        }
+    }
+
+    /// `\n`: the next row; in line mode the finished line is passed on.
+    fn line_feed(&mut self) {
+        if !self.screen_mode {
+            self.line.commit(&mut self.committed, true);
+            return;
+        }
+        let next = self.below.pop_front().unwrap_or_else(|| self.new_row());
+        let previous = std::mem::replace(&mut self.line, next);
+        self.above.push_back(previous);
+        self.line.carriage_return();
+        while self.rows() > MAX_REGION_ROWS {
+            if let Some(top) = self.above.pop_front() {
+                self.commit_row(top, true);
+            }
+        }
+    }
+
+    /// Moves the cursor `n` rows up, entering screen mode.
+    fn cursor_up(&mut self, n: usize) {
+        self.screen_mode = true;
+        for _ in 0..n {
+            let upper = match self.above.pop_back() {
+                Some(row) => row,
+                None if self.rows() < MAX_REGION_ROWS => ScreenLine::phantom(self.keep_color),
+                None => break,
+            };
+            let previous = std::mem::replace(&mut self.line, upper);
+            self.below.push_front(previous);
+        }
+    }
+
+    /// Moves the cursor `n` rows down (within or past the live rows).
+    fn cursor_down(&mut self, n: usize) {
+        for _ in 0..n {
+            if self.screen_mode {
+                self.line_feed();
+            }
+        }
+    }
+
+    /// `CSI row;col H`: rows count from the top of the live region.
+    fn cursor_position(&mut self, row: usize, column: usize) {
+        self.screen_mode = true;
+        let up = self.above.len();
+        self.cursor_up(up);
+        self.cursor_down(row);
+        self.line.cursor_to_column(column);
+    }
+
+    /// `CSI n J`: 0 = cursor to end of screen, 1 = start to cursor, 2/3 = all.
+    fn erase_display(&mut self, mode: u16) {
+        match mode {
+            0 => {
+                self.line.erase(0);
+                if self.screen_mode {
+                    self.below.clear();
+                }
+            }
+            1 => {
+                self.line.erase(1);
+                for row in &mut self.above {
+                    row.erase(2);
+                }
+            }
+            // A cleared screen in line mode leaves what was passed on alone.
+            _ if self.screen_mode => {
+                self.above.clear();
+                self.below.clear();
+                self.line.erase(2);
+            }
+            _ => {}
+        }
+    }
+
+    /// The line grew too long to hold: pass on everything up to it.
+    fn flush_overlong(&mut self) {
+        while let Some(top) = self.above.pop_front() {
+            self.commit_row(top, true);
+        }
+        self.line.commit(&mut self.committed, false);
+    }
+
+    /// End of stream: every live row is passed on, the last without `\n`.
+    fn flush_all(&mut self) {
+        let mut rows: Vec<ScreenLine> = self.above.drain(..).collect();
+        rows.push(std::mem::replace(
+            &mut self.line,
+            ScreenLine::new(self.keep_color),
+        ));
+        rows.extend(self.below.drain(..));
+        let drawn = rows.len();
+        while rows.last().is_some_and(ScreenLine::is_blank) {
+            rows.pop();
+        }
+        // A blank row after the last one means that one ended with `\n`.
+        let last_newline = rows.len() < drawn;
+        let count = rows.len();
+        for (i, row) in rows.into_iter().enumerate() {
+            self.commit_row(row, i + 1 < count || last_newline);
+        }
     }
 }
 
@@ -98,13 +265,13 @@ impl Perform for Screen {
     fn print(&mut self, c: char) {
         self.line.print(c);
         if self.line.is_overlong() {
-            self.line.commit(&mut self.committed, false);
+            self.flush_overlong();
         }
     }
 
     fn execute(&mut self, byte: u8) {
         match byte {
-            b'\n' | 0x0B | 0x0C => self.line.commit(&mut self.committed, true),
+            b'\n' | 0x0B | 0x0C => self.line_feed(),
             b'\r' => self.line.carriage_return(),
             0x08 => self.line.backspace(),
             b'\t' => self.print('\t'),
@@ -135,7 +302,45 @@ impl Perform for Screen {
             'G' | '`' => self
                 .line
                 .cursor_to_column(usize::from(first_param(params, 1)) - 1),
-            // Moves to other lines, scrolling, clear-screen, modes: dropped.
+            'A' => self.cursor_up(usize::from(first_param(params, 1))),
+            'F' => {
+                self.cursor_up(usize::from(first_param(params, 1)));
+                self.line.carriage_return();
+            }
+            'B' | 'e' => self.cursor_down(usize::from(first_param(params, 1))),
+            'E' => {
+                self.cursor_down(usize::from(first_param(params, 1)));
+                self.line.carriage_return();
+            }
+            'H' | 'f' => {
+                let mut values = params.iter().map(|p| p.first().copied().unwrap_or(0));
+                let row = values.next().unwrap_or(1).max(1);
+                let column = values.next().unwrap_or(1).max(1);
+                self.cursor_position(usize::from(row - 1), usize::from(column - 1));
+            }
+            'J' => self.erase_display(
+                params
+                    .iter()
+                    .next()
+                    .and_then(|p| p.first())
+                    .copied()
+                    .unwrap_or(0),
+            ),
+            // Scrolling regions, modes, reports: dropped.
+            _ => {}
+        }
+    }
+
+    fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
+        match (intermediates, byte) {
+            // Reverse index: one row up.
+            ([], b'M') => self.cursor_up(1),
+            // Index / next line: one row down.
+            ([], b'D') => self.line_feed(),
+            ([], b'E') => {
+                self.line_feed();
+                self.line.carriage_return();
+            }
             _ => {}
         }
     }
@@ -216,11 +421,67 @@ mod tests {
     }
 
     #[test]
-    fn clear_screen_and_cursor_moves_to_other_lines_are_dropped() {
+    fn clear_screen_is_dropped_and_cursor_positions_place_text_on_rows() {
         assert_eq!(
             clean("\x1b[2J\x1b[Hhello\x1b[1A\x1b[5;3Hworld\n"),
-            "helloworld\n"
+            "hello\n\n\n  world\n"
         );
+    }
+
+    #[test]
+    fn multi_line_progress_redrawn_with_cursor_up_ends_as_its_final_frame() {
+        let mut raw = String::from("Installing\n");
+        for step in 0..=1000 {
+            if step > 0 {
+                raw.push_str("\x1b[3A");
+            }
+            for bar in ["alpha", "beta", "gamma"] {
+                raw.push_str(&format!("\r\x1b[2K{bar}: {step}/1000\n"));
+            }
+        }
+        raw.push_str("done\n");
+        assert_eq!(
+            clean(&raw),
+            "Installing\nalpha: 0/1000\nbeta: 0/1000\ngamma: 0/1000\n\
+             alpha: 1000/1000\nbeta: 1000/1000\ngamma: 1000/1000\ndone\n"
+        );
+    }
+
+    #[test]
+    fn full_screen_redraws_at_home_keep_only_the_last_frame() {
+        let mut raw = String::new();
+        for frame in 0..200 {
+            raw.push_str("\x1b[H\x1b[2J");
+            for row in 0..5 {
+                raw.push_str(&format!("frame {frame} row {row}\r\n"));
+            }
+        }
+        let out = clean(&raw);
+        assert_eq!(out.lines().count(), 5, "{out}");
+        assert!(out.starts_with("frame 199 row 0\n"), "{out}");
+    }
+
+    #[test]
+    fn the_first_multi_line_frame_repeats_at_most_once() {
+        // The first frame was passed on before the cursor moved up.
+        let raw = "a: 0\nb: 0\n\x1b[2A\x1b[2Ka: 1\n\x1b[2Kb: 1\nend\n";
+        assert_eq!(clean(raw), "a: 0\nb: 0\na: 1\nb: 1\nend\n");
+    }
+
+    #[test]
+    fn screen_mode_scrolls_old_rows_out_of_the_region() {
+        let mut cleaner = TerminalCleaner::new(false);
+        cleaner.push(b"x\x1b[1A");
+        for i in 0..(MAX_REGION_ROWS + 10) {
+            cleaner.push(format!("row {i}\n").as_bytes());
+        }
+        let committed = String::from_utf8(cleaner.committed().to_vec()).unwrap();
+        // "x" was redrawn in place by "row 1": a redraw, folded as one.
+        assert!(
+            committed.starts_with("row 0\nx → row 1\nrow 2\n"),
+            "{committed}"
+        );
+        assert!(cleaner.pending().len() < (MAX_REGION_ROWS + 1) * 8);
     }
 
     #[test]
@@ -278,7 +539,7 @@ mod tests {
         let mut cleaner = TerminalCleaner::new(false);
         cleaner.push(b"line\nPassword: ");
         assert_eq!(cleaner.committed(), b"line\n");
-        assert_eq!(cleaner.pending(), b"Password: ");
+        assert_eq!(&*cleaner.pending(), b"Password: ");
         cleaner.clear_committed();
         cleaner.finish();
         assert_eq!(cleaner.committed(), b"Password: ");
