@@ -20,6 +20,11 @@ const CARGO_CAPTURE: &str = concat!(
     "/tests/fixtures/output/cargo-build.pty"
 );
 
+const NPM_CAPTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/output/npm-install.pty"
+);
+
 fn capture_into(store: &SpillStore, cap_bytes: usize) -> StreamCapture {
     StreamCapture::new(CaptureConfig {
         cap_bytes,
@@ -290,6 +295,14 @@ fn the_real_cargo_capture_cleans_to_its_log_lines() {
             .trim_start()
             .starts_with("Finished")
     );
+}
+
+#[test]
+fn the_real_npm_capture_loses_its_spinner_and_keeps_the_summary() {
+    let raw = fs::read(NPM_CAPTURE).unwrap();
+    assert!(raw.windows(4).any(|w| w == b"\x1b[1G"), "a real spinner capture");
+    let cleaned = String::from_utf8(TerminalCleaner::clean(&raw, false)).unwrap();
+    assert_eq!(cleaned.trim(), "added 77 packages in 10s");
 }
 
 #[test]
