@@ -175,6 +175,11 @@ impl StreamCapture {
                 self.shown_pending.clear();
             }
         }
+        if for_window.len() < committed.len() {
+            // Skipped text opens this window: the window starts after it.
+            let skipped = &committed[..committed.len() - for_window.len()];
+            self.window_first_line += memchr::memchr_iter(b'\n', skipped).count() as u64;
+        }
         self.window.push(for_window);
         self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
         self.cleaner.clear_committed();
@@ -255,6 +260,13 @@ mod tests {
     }
 
     #[test]
+    fn a_capture_can_move_to_the_reader_thread() {
+        fn assert_send<T: Send + 'static>() {}
+        assert_send::<StreamCapture>();
+        assert_send::<Captured>();
+    }
+
+    #[test]
     fn whole_holds_the_cleaned_output_and_counts_raw_bytes() {
         let mut c = capture(1024);
         c.push(b"\x1b[31mred\x1b[0m\r\n");
@@ -321,6 +333,9 @@ mod tests {
         c.push(b"end\n");
         c.finish();
         let last = c.take_window();
+        // "a: 1" and "b: 1" were shown while live: this window starts at
+        // the end of line 4 ("b: 1"); "end" is line 5 of the spill file.
+        assert_eq!(last.first_line, 4);
         assert_eq!(
             (last.head.as_slice(), last.pending.as_slice()),
             (&b"\nend\n"[..], &b""[..])

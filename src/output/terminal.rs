@@ -33,6 +33,13 @@ pub const MAX_REGION_ROWS: usize = 64;
 pub struct TerminalCleaner {
     parser: Parser,
     screen: Screen,
+    /// The parser is in its ground state with nothing buffered, so plain
+    /// text can bypass it.
+    ground: bool,
+    /// The start of a character cut off by the end of the last push. Held
+    /// here rather than in the parser: vte 0.15 can swallow the byte after
+    /// a character completed across two pushes.
+    carry: Vec<u8>,
 }
 
 impl std::fmt::Debug for TerminalCleaner {
@@ -45,7 +52,18 @@ impl std::fmt::Debug for TerminalCleaner {
     }
 }
 
+/// What the parser did last, to know when it is back in its ground state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LastEvent {
+    Other,
+    /// Printed this ASCII character (only done in the ground state).
+    PrintedAscii(u8),
+    /// Dispatched an escape or CSI sequence (back to the ground state).
+    Dispatched,
+}
+
 struct Screen {
+    last_event: LastEvent,
     /// The row under the cursor.
     line: ScreenLine,
     /// Screen mode: live rows above the cursor row, top first.
@@ -61,7 +79,10 @@ impl TerminalCleaner {
     pub fn new(keep_color: bool) -> Self {
         Self {
             parser: Parser::new(),
+            ground: true,
+            carry: Vec::new(),
             screen: Screen {
+                last_event: LastEvent::Other,
                 line: ScreenLine::new(keep_color),
                 above: VecDeque::new(),
                 below: VecDeque::new(),
@@ -81,14 +102,81 @@ impl TerminalCleaner {
     }
 
     /// Feeds the next chunk of raw output.
+    ///
+    /// Plain text (valid UTF-8 without ESC or C1 controls) in the parser's
+    /// ground state is handled directly, a run at a time, which is what a
+    /// terminal parser would do with it anyway; everything else goes
+    /// through `vte` byte by byte until a printed ASCII character or a
+    /// dispatched sequence proves it is back in the ground state.
     pub fn push(&mut self, bytes: &[u8]) {
+        let joined;
+        let bytes = if self.carry.is_empty() {
+            bytes
+        } else {
+            joined = [std::mem::take(&mut self.carry).as_slice(), bytes].concat();
+            joined.as_slice()
+        };
+        // Hold back a trailing cut character (and cut-looking bytes before
+        // it, which only the next bytes can prove invalid), at most 8 bytes.
+        let mut complete = bytes.len();
+        while complete > 0 && bytes.len() - complete < 8 {
+            match incomplete_char_len(&bytes[..complete]) {
+                0 => break,
+                cut => complete -= cut,
+            }
+        }
+        self.carry.extend_from_slice(&bytes[complete..]);
+        let mut rest = &bytes[..complete];
+        while !rest.is_empty() {
+            if self.ground {
+                let taken = self.screen.take_plain(rest);
+                rest = &rest[taken..];
+                if rest.is_empty() {
+                    break;
+                }
+                self.ground = false;
+            }
+            // Feed the parser up to the next byte that can end a sequence or
+            // be printed as ASCII; that byte alone shows whether the parser
+            // is back in its ground state.
+            let mut fed = 0;
+            while fed < rest.len() {
+                let end = rest[fed + 1..]
+                    .iter()
+                    .position(|b| (0x40..=0x7E).contains(b))
+                    .map_or(rest.len(), |at| fed + 1 + at + 1);
+                self.parser.advance(&mut self.screen, &rest[fed..end - 1]);
+                let last = rest[end - 1];
+                self.screen.last_event = LastEvent::Other;
+                self.parser.advance(&mut self.screen, &rest[end - 1..end]);
+                fed = end;
+                let printable = (0x20..=0x7E).contains(&last);
+                if (printable && self.screen.last_event == LastEvent::PrintedAscii(last))
+                    || (self.screen.last_event == LastEvent::Dispatched && last.is_ascii())
+                {
+                    self.ground = true;
+                    break;
+                }
+            }
+            rest = &rest[fed..];
+        }
+    }
+
+    /// Feeds everything through the parser, without the plain-text fast
+    /// path: the reference the fast path is tested against.
+    #[cfg(test)]
+    fn push_through_parser(&mut self, bytes: &[u8]) {
         self.parser.advance(&mut self.screen, bytes);
     }
 
     /// Ends the stream: the unfinished line is committed as it stands.
     pub fn finish(&mut self) {
-        // An escape sequence cut off by the end of the stream is dropped.
+        // A character or an escape sequence cut off by the end of the
+        // stream is dropped.
+        let carry = std::mem::take(&mut self.carry);
+        self.parser.advance(&mut self.screen, &carry);
         self.parser = Parser::new();
+        self.ground = true;
         self.screen.flush_all();
     }
 
@@ -136,6 +224,61 @@ impl TerminalCleaner {
 }
 
 impl Screen {
+    /// Handles the longest prefix of `bytes` that is plain text (valid
+    /// UTF-8, no ESC, no C1 control) the way the parser would in its ground
+    /// state; returns how many bytes it took.
+    fn take_plain(&mut self, bytes: &[u8]) -> usize {
+        let candidate = &bytes[..memchr::memchr(0x1B, bytes).unwrap_or(bytes.len())];
+        let valid = match std::str::from_utf8(candidate) {
+            Ok(text) => text,
+            Err(error) => {
+                let (valid, _) = candidate.split_at(error.valid_up_to());
+                std::str::from_utf8(valid).unwrap_or_default()
+            }
+        };
+        let text = match first_c1_control(valid.as_bytes()) {
+            Some(c1) => &valid[..c1],
+            None => valid,
+        };
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        if !self.screen_mode && self.line.is_blank() {
+            // Whole plain lines go straight through: nothing can redraw them.
+            let mut simple = 0;
+            while let Some(offset) = first_control(&bytes[simple..]) {
+                let control = bytes[simple + offset];
+                if control != b'\n' && control != b'\t' {
+                    simple += offset;
+                    break;
+                }
+                simple += offset + 1;
+            }
+            if first_control(&bytes[simple..]).is_none() {
+                simple = bytes.len();
+            }
+            if let Some(last_newline) = memchr::memrchr(b'\n', &bytes[..simple]) {
+                self.committed.extend_from_slice(&bytes[..=last_newline]);
+                at = last_newline + 1;
+            }
+        }
+        while at < bytes.len() {
+            let run = first_control(&bytes[at..]).map_or(bytes.len(), |offset| at + offset);
+            if run > at {
+                // Controls are ASCII, so `at..run` holds whole characters.
+                self.line.print_str(&text[at..run]);
+                if self.line.is_overlong() {
+                    self.flush_overlong();
+                }
+                at = run;
+            }
+            if let Some(&control) = bytes.get(at) {
+                self.execute(control);
+                at += 1;
+            }
+        }
+        text.len()
+    }
+
     fn rows(&self) -> usize {
         self.above.len() + 1 + self.below.len()
     }
@@ -254,6 +397,61 @@ impl Screen {
     }
 }
 
+/// The first ASCII control byte (below 0x20, or DEL), eight bytes at a time.
+fn first_control(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0_u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let below_space = x.wrapping_sub(ONES * 0x20) & !x;
+        let del = x ^ (ONES * 0x7F);
+        let is_del = del.wrapping_sub(ONES) & !del;
+        if (below_space | is_del) & HIGHS != 0 {
+            return chunk
+                .iter()
+                .position(|&b| b < 0x20 || b == 0x7F)
+                .map(|at| offset + at);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b < 0x20 || b == 0x7F)
+        .map(|at| offset + at)
+}
+
+/// Where the first C1 control (U+0080..U+009F, `C2 80`..`C2 9F`) starts.
+fn first_c1_control(bytes: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(0xC2, bytes)
+        .find(|&at| bytes.get(at + 1).is_some_and(|b| (0x80..=0x9F).contains(b)))
+}
+
+/// How many bytes at the end of `bytes` are the start of a UTF-8 character
+/// that is not complete yet.
+fn incomplete_char_len(bytes: &[u8]) -> usize {
+    let tail_start = bytes.len().saturating_sub(3);
+    for at in (tail_start..bytes.len()).rev() {
+        let byte = bytes[at];
+        if byte & 0xC0 == 0x80 {
+            continue;
+        }
+        let width = match byte {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return 0,
+        };
+        let have = bytes.len() - at;
+        return if have < width { have } else { 0 };
+    }
+    0
+}
+
 fn first_param(params: &Params, default: u16) -> u16 {
     match params.iter().next().and_then(|p| p.first()).copied() {
         Some(0) | None => default,
@@ -263,6 +461,16 @@ fn first_param(params: &Params, default: u16) -> u16 {
 
 impl Perform for Screen {
     fn print(&mut self, c: char) {
+        self.last_event = if c.is_ascii() {
+            LastEvent::PrintedAscii(c as u8)
+        } else {
+            LastEvent::Other
+        };
+        // DEL and C1 controls draw nothing (vte prints a C1 control that
+        // arrives split across two pushes instead of executing it).
+        if c == '\x7f' || ('\u{80}'..='\u{9f}').contains(&c) {
+            return;
+        }
         self.line.print(c);
         if self.line.is_overlong() {
             self.flush_overlong();
@@ -274,13 +482,17 @@ impl Perform for Screen {
             b'\n' | 0x0B | 0x0C => self.line_feed(),
             b'\r' => self.line.carriage_return(),
             0x08 => self.line.backspace(),
-            b'\t' => self.print('\t'),
+            b'\t' => {
+                self.print('\t');
+                self.last_event = LastEvent::Other;
+            }
             // NUL, bell, shifts and C1 controls draw nothing.
             _ => {}
         }
     }
 
     fn csi_dispatch(&mut self, params: &Params, intermediates: &[u8], ignore: bool, action: char) {
+        self.last_event = LastEvent::Dispatched;
         if ignore || !intermediates.is_empty() {
             return;
         }
@@ -332,6 +544,7 @@ impl Perform for Screen {
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
+        self.last_event = LastEvent::Dispatched;
         match (intermediates, byte) {
             // Reverse index: one row up.
             ([], b'M') => self.cursor_up(1),
@@ -552,10 +765,81 @@ mod tests {
     }
 
     #[test]
+    fn finds_control_bytes_at_every_position() {
+        for len in 0..20 {
+            for at in 0..len {
+                for control in [0x00_u8, 0x0A, 0x1B, 0x1F, 0x7F] {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[at] = control;
+                    assert_eq!(first_control(&bytes), Some(at), "{len} {at} {control}");
+                }
+                let mut bytes = vec![b'x'; len];
+                bytes[at] = 0xC3;
+                assert_eq!(first_control(&bytes), None);
+            }
+        }
+        assert_eq!(first_control(" ~é".as_bytes()), None);
+    }
+
+    #[test]
+    fn knows_when_a_push_ends_inside_a_character() {
+        assert_eq!(incomplete_char_len(b"ab"), 0);
+        assert_eq!(incomplete_char_len("é".as_bytes()), 0);
+        assert_eq!(incomplete_char_len(&"é".as_bytes()[..1]), 1);
+        assert_eq!(incomplete_char_len(&"→".as_bytes()[..2]), 2);
+        assert_eq!(incomplete_char_len(&[b'a', 0xF0, 0x9F, 0x98]), 3);
+        assert_eq!(incomplete_char_len(&[0xFF]), 0);
+    }
+
+    #[test]
+    fn a_character_split_across_pushes_is_printed_once() {
+        let text = "a→é\x1b[1mb\n";
+        for split in 0..=text.len() {
+            let mut cleaner = TerminalCleaner::new(false);
+            cleaner.push(&text.as_bytes()[..split]);
+            cleaner.push(&text.as_bytes()[split..]);
+            cleaner.finish();
+            assert_eq!(cleaner.committed(), "a→éb\n".as_bytes(), "split at {split}");
+        }
+    }
+
+    #[test]
     fn strip_sgr_removes_only_colour() {
         assert_eq!(
             strip_sgr(b"\x1b[1;31mred\x1b[0m \x1b[2Kx\x1b"),
             b"red \x1b[2Kx\x1b"
         );
+    }
+
+    proptest::proptest! {
+        /// The plain-text fast path changes nothing: any bytes, any
+        /// chunking, the same text as feeding the parser everything.
+        #[test]
+        fn the_fast_path_matches_the_parser(
+            bytes in proptest::collection::vec(proptest::sample::select(vec![
+                b'a', b'b', b' ', b'1', b';', b'[', b']', b'm', b'K', b'A', b'H', b'J', b'G', b'\\',
+                0x1B, b'\r', b'\n', b'\t', 0x08, 0x07, 0x00, 0x7F, 0x9B, 0xC2, 0xC3, 0xA9, 0xE2, 0x86, 0x92, 0xFF,
+            ]), 0..200),
+            cuts in proptest::collection::vec(0_usize..200, 0..5),
+            keep_color in proptest::bool::ANY,
+        ) {
+            let mut reference = TerminalCleaner::new(keep_color);
+            reference.push_through_parser(&bytes);
+            reference.finish();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let mut fast = TerminalCleaner::new(keep_color);
+            let mut from = 0;
+            for cut in cuts {
+                fast.push(&bytes[from..cut]);
+                from = cut;
+            }
+            fast.push(&bytes[from..]);
+            fast.finish();
+            proptest::prop_assert_eq!(
+                String::from_utf8_lossy(fast.committed()),
+                String::from_utf8_lossy(reference.committed())
+            );
+        }
     }
 }

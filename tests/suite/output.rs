@@ -300,7 +300,10 @@ fn the_real_cargo_capture_cleans_to_its_log_lines() {
 #[test]
 fn the_real_npm_capture_loses_its_spinner_and_keeps_the_summary() {
     let raw = fs::read(NPM_CAPTURE).unwrap();
-    assert!(raw.windows(4).any(|w| w == b"\x1b[1G"), "a real spinner capture");
+    assert!(
+        raw.windows(4).any(|w| w == b"\x1b[1G"),
+        "a real spinner capture"
+    );
     let cleaned = String::from_utf8(TerminalCleaner::clean(&raw, false)).unwrap();
     assert_eq!(cleaned.trim(), "added 77 packages in 10s");
 }
