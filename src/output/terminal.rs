@@ -134,6 +134,10 @@ impl TerminalCleaner {
                 if rest.is_empty() {
                     break;
                 }
+                if let Some(len) = self.screen.take_simple_csi(rest) {
+                    rest = &rest[len..];
+                    continue;
+                }
                 self.ground = false;
             }
             // Feed the parser up to the next byte that can end a sequence or
@@ -224,6 +228,53 @@ impl TerminalCleaner {
 }
 
 impl Screen {
+    /// A CSI sequence other than SGR, with the first value of each param.
+    fn csi(&mut self, params: &[u16], action: char) {
+        let raw = |i: usize| params.get(i).copied().unwrap_or(0);
+        let count = || usize::from(raw(0).max(1));
+        match action {
+            'K' => self.line.erase(raw(0)),
+            'C' | 'a' => self.line.cursor_forward(count()),
+            'D' => self.line.cursor_back(count()),
+            'G' | '`' => self.line.cursor_to_column(count() - 1),
+            'A' => self.cursor_up(count()),
+            'F' => {
+                self.cursor_up(count());
+                self.line.carriage_return();
+            }
+            'B' | 'e' => self.cursor_down(count()),
+            'E' => {
+                self.cursor_down(count());
+                self.line.carriage_return();
+            }
+            'H' | 'f' => {
+                let row = raw(0).max(1);
+                let column = raw(1).max(1);
+                self.cursor_position(usize::from(row - 1), usize::from(column - 1));
+            }
+            'J' => self.erase_display(raw(0)),
+            // Scrolling regions, modes, reports: dropped.
+            _ => {}
+        }
+    }
+
+    /// Handles a simple CSI sequence (`ESC [` digits and `;`, a final
+    /// byte) at the start of `bytes` exactly as the parser would, without
+    /// it; returns its length, or `None` to leave it to the parser.
+    fn take_simple_csi(&mut self, bytes: &[u8]) -> Option<usize> {
+        let (len, values, count, action) = simple_csi(bytes)?;
+        let params = &values[..count];
+        if action == b'm' {
+            if self.keep_color {
+                let groups = params.iter().map(std::slice::from_ref);
+                self.line.insert_sgr(&sgr_sequence(groups));
+            }
+        } else {
+            self.csi(params, char::from(action));
+        }
+        Some(len)
+    }
+
     /// Handles the longest prefix of `bytes` that is plain text (valid
     /// UTF-8, no ESC, no C1 control) the way the parser would in its ground
     /// state; returns how many bytes it took.
@@ -452,11 +503,41 @@ fn incomplete_char_len(bytes: &[u8]) -> usize {
     0
 }
 
-fn first_param(params: &Params, default: u16) -> u16 {
-    match params.iter().next().and_then(|p| p.first()).copied() {
-        Some(0) | None => default,
-        Some(n) => n,
+/// Params of a CSI sequence the fast path handles itself; more go to vte.
+const MAX_FAST_PARAMS: usize = 16;
+
+/// Parses `ESC [ (digit | ;)* final` at the start of `bytes`, with values
+/// accumulated the way vte does (saturating): (length, values, count, final).
+fn simple_csi(bytes: &[u8]) -> Option<(usize, [u16; MAX_FAST_PARAMS], usize, u8)> {
+    if bytes.len() < 3 || bytes[0] != 0x1B || bytes[1] != b'[' {
+        return None;
     }
+    let mut values = [0_u16; MAX_FAST_PARAMS];
+    let mut count = 0;
+    let mut current: u16 = 0;
+    for (i, &byte) in bytes[2..].iter().enumerate().take(64) {
+        match byte {
+            b'0'..=b'9' => {
+                current = current
+                    .saturating_mul(10)
+                    .saturating_add(u16::from(byte - b'0'));
+            }
+            b';' => {
+                if count + 1 == MAX_FAST_PARAMS {
+                    return None;
+                }
+                values[count] = current;
+                count += 1;
+                current = 0;
+            }
+            0x40..=0x7E => {
+                values[count] = current;
+                return Some((i + 3, values, count + 1, byte));
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 impl Perform for Screen {
@@ -496,51 +577,19 @@ impl Perform for Screen {
         if ignore || !intermediates.is_empty() {
             return;
         }
-        match action {
-            'm' if self.keep_color => self.line.insert_sgr(&sgr_sequence(params)),
-            'K' => {
-                let mode = params
-                    .iter()
-                    .next()
-                    .and_then(|p| p.first())
-                    .copied()
-                    .unwrap_or(0);
-                self.line.erase(mode);
+        if action == 'm' {
+            if self.keep_color {
+                self.line.insert_sgr(&sgr_sequence(params.iter()));
             }
-            'C' | 'a' => self
-                .line
-                .cursor_forward(usize::from(first_param(params, 1))),
-            'D' => self.line.cursor_back(usize::from(first_param(params, 1))),
-            'G' | '`' => self
-                .line
-                .cursor_to_column(usize::from(first_param(params, 1)) - 1),
-            'A' => self.cursor_up(usize::from(first_param(params, 1))),
-            'F' => {
-                self.cursor_up(usize::from(first_param(params, 1)));
-                self.line.carriage_return();
-            }
-            'B' | 'e' => self.cursor_down(usize::from(first_param(params, 1))),
-            'E' => {
-                self.cursor_down(usize::from(first_param(params, 1)));
-                self.line.carriage_return();
-            }
-            'H' | 'f' => {
-                let mut values = params.iter().map(|p| p.first().copied().unwrap_or(0));
-                let row = values.next().unwrap_or(1).max(1);
-                let column = values.next().unwrap_or(1).max(1);
-                self.cursor_position(usize::from(row - 1), usize::from(column - 1));
-            }
-            'J' => self.erase_display(
-                params
-                    .iter()
-                    .next()
-                    .and_then(|p| p.first())
-                    .copied()
-                    .unwrap_or(0),
-            ),
-            // Scrolling regions, modes, reports: dropped.
-            _ => {}
+            return;
         }
+        let mut values = [0_u16; MAX_FAST_PARAMS];
+        let mut count = 0;
+        for param in params.iter().take(MAX_FAST_PARAMS) {
+            values[count] = param.first().copied().unwrap_or(0);
+            count += 1;
+        }
+        self.csi(&values[..count], action);
     }
 
     fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
@@ -560,9 +609,9 @@ impl Perform for Screen {
 }
 
 /// Re-encodes an SGR sequence from its parsed parameters.
-fn sgr_sequence(params: &Params) -> Vec<u8> {
+fn sgr_sequence<'a>(params: impl Iterator<Item = &'a [u16]>) -> Vec<u8> {
     let mut out = b"\x1b[".to_vec();
-    for (i, param) in params.iter().enumerate() {
+    for (i, param) in params.enumerate() {
         if i > 0 {
             out.push(b';');
         }
@@ -817,7 +866,7 @@ mod tests {
         #[test]
         fn the_fast_path_matches_the_parser(
             bytes in proptest::collection::vec(proptest::sample::select(vec![
-                b'a', b'b', b' ', b'1', b';', b'[', b']', b'm', b'K', b'A', b'H', b'J', b'G', b'\\',
+                b'a', b'b', b' ', b'1', b'0', b';', b':', b'?', b'[', b']', b'm', b'K', b'A', b'H', b'J', b'G', b'\\',
                 0x1B, b'\r', b'\n', b'\t', 0x08, 0x07, 0x00, 0x7F, 0x9B, 0xC2, 0xC3, 0xA9, 0xE2, 0x86, 0x92, 0xFF,
             ]), 0..200),
             cuts in proptest::collection::vec(0_usize..200, 0..5),
