@@ -2,7 +2,9 @@
 //! spill file and the in-memory byte cap, in that order.
 //!
 //! Secrets are replaced first, so nothing later (memory, disk, the model)
-//! ever sees them. The spill file holds the cleaned text, the same text the
+//! ever sees them, and once more in the cleaned text, where dropping an
+//! escape sequence or applying a redraw could join a value that arrived
+//! split. The spill file holds the cleaned text, the same text the
 //! head and tail are cut from, so the line numbers a fold marker names are
 //! exact: `sed -n 'A,Bp' FILE` prints what was left out.
 //!
@@ -86,7 +88,12 @@ pub struct Captured {
 pub struct StreamCapture {
     cap_bytes: usize,
     redactor: Option<Redactor>,
+    /// The same secrets once more over the cleaned text: removing escape
+    /// sequences or applying a redraw can join a value that arrived split.
+    text_redactor: Option<Redactor>,
     cleaner: TerminalCleaner,
+    /// Reused buffer for committed text when nothing is redacted.
+    committed_scratch: Vec<u8>,
     spill: Option<SpillWriter>,
     window: HeadTail,
     window_raw_bytes: u64,
@@ -104,8 +111,10 @@ impl StreamCapture {
         let redactor = config.redactor.filter(|r| !r.is_empty());
         Self {
             cap_bytes: config.cap_bytes,
+            text_redactor: redactor.clone(),
             redactor,
             cleaner: TerminalCleaner::new(config.keep_color),
+            committed_scratch: Vec::new(),
             spill: config.spill,
             window: HeadTail::new(config.cap_bytes),
             window_raw_bytes: 0,
@@ -150,11 +159,37 @@ impl StreamCapture {
         }
         self.cleaner.finish();
         self.drain_committed();
+        if let Some(redactor) = &mut self.text_redactor {
+            let rest = redactor.finish();
+            self.keep(&rest);
+        }
         self.finished = true;
     }
 
     fn drain_committed(&mut self) {
-        let committed = self.cleaner.committed();
+        if self.cleaner.committed().is_empty() {
+            return;
+        }
+        match &mut self.text_redactor {
+            Some(redactor) => {
+                let redacted = redactor.push(self.cleaner.committed());
+                self.cleaner.clear_committed();
+                self.keep(&redacted);
+            }
+            None => {
+                let committed = std::mem::take(&mut self.committed_scratch);
+                let mut committed = committed;
+                committed.clear();
+                committed.extend_from_slice(self.cleaner.committed());
+                self.cleaner.clear_committed();
+                self.keep(&committed);
+                self.committed_scratch = committed;
+            }
+        }
+    }
+
+    /// Final text: to the spill file and the window.
+    fn keep(&mut self, committed: &[u8]) {
         if committed.is_empty() {
             return;
         }
@@ -182,17 +217,25 @@ impl StreamCapture {
         }
         self.window.push(for_window);
         self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
-        self.cleaner.clear_committed();
+    }
+
+    /// The unfinished output as the model may see it.
+    fn pending(&self) -> Vec<u8> {
+        let pending = self.cleaner.pending();
+        match &self.text_redactor {
+            Some(redactor) => redactor.redact_bytes(&pending),
+            None => pending.into_owned(),
+        }
     }
 
     /// What arrived since the last take; the next window starts after it.
     pub fn take_window(&mut self) -> Captured {
-        let pending = self.cleaner.pending();
+        let pending = self.pending();
         let new_pending = match pending.strip_prefix(self.shown_pending.as_slice()) {
             Some(rest) => rest.to_vec(),
-            None => pending.to_vec(),
+            None => pending.clone(),
         };
-        self.shown_pending = pending.to_vec();
+        self.shown_pending = pending;
         let mut captured = self.snapshot();
         captured.pending = new_pending;
         self.window = HeadTail::new(self.cap_bytes);
@@ -205,7 +248,7 @@ impl StreamCapture {
     /// Everything since the last take (for a one-shot result: all of it).
     pub fn whole(&self) -> Captured {
         let mut captured = self.snapshot();
-        captured.pending = self.cleaner.pending().to_vec();
+        captured.pending = self.pending();
         captured
     }
 
@@ -355,6 +398,27 @@ mod tests {
         c.push(b"3456 is set\n");
         c.finish();
         assert_eq!(c.whole().head, b"the [REDACTED:TOKEN] is set\n");
+    }
+
+    #[test]
+    fn a_secret_joined_by_the_clean_up_is_redacted_too() {
+        let mut c = StreamCapture::new(CaptureConfig {
+            redactor: Some(Redactor::new(vec![(
+                "TOKEN".into(),
+                b"tok-123456".to_vec(),
+            )])),
+            ..CaptureConfig::default()
+        });
+        c.push(b"the tok-\x1b[1m123\x1b[0m456 is set\nand tok-1");
+        // A possible start of the secret is held back, even from a prompt.
+        assert_eq!(c.whole().pending, b"and ");
+        c.push(b"23456 too");
+        assert_eq!(c.whole().pending, b"and [REDACTED:TOKEN] too");
+        c.finish();
+        assert_eq!(
+            c.whole().head,
+            b"the [REDACTED:TOKEN] is set\nand [REDACTED:TOKEN] too"
+        );
     }
 
     #[test]
