@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use agent_reach::output::headtail::HeadTail;
 use agent_reach::output::terminal::TerminalCleaner;
-use agent_reach::output::{CaptureConfig, RenderOptions, StreamCapture, render};
+use agent_reach::output::{CaptureConfig, Redactor, RenderOptions, StreamCapture, render};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const CARGO_CAPTURE: &[u8] = include_bytes!("../tests/fixtures/output/cargo-build.pty");
@@ -130,6 +130,26 @@ fn plain_lines_through_the_cap(c: &mut Criterion) {
         b.iter_custom(|iters| {
             cpu_time(iters, || {
                 let mut capture = StreamCapture::new(CaptureConfig::default());
+                for _ in 0..chunks {
+                    capture.push(black_box(&block));
+                }
+                capture.finish();
+                render(&capture.whole(), &RenderOptions::default())
+            })
+        });
+    });
+    group.bench_function("stream_capture_with_3_secrets", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let redactor = Redactor::new(vec![
+                    ("GITHUB_TOKEN".into(), b"ghp_0123456789abcdefghij".to_vec()),
+                    ("NPM_TOKEN".into(), b"npm_abcdefghij0123456789".to_vec()),
+                    ("API_KEY".into(), b"sk-test-0123456789".to_vec()),
+                ]);
+                let mut capture = StreamCapture::new(CaptureConfig {
+                    redactor: Some(redactor),
+                    ..CaptureConfig::default()
+                });
                 for _ in 0..chunks {
                     capture.push(black_box(&block));
                 }
