@@ -3,4 +3,5 @@
 mod dispatch;
 mod exec;
 mod exec_api;
+mod output;
 mod path_guard;
