@@ -5,3 +5,5 @@ mod exec;
 mod exec_api;
 mod output;
 mod path_guard;
+#[cfg(target_os = "linux")]
+mod sandbox;
