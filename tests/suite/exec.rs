@@ -539,3 +539,39 @@ fn a_shown_whole_output_leaves_no_spill_file() {
         .unwrap_or_default();
     assert!(files.is_empty(), "{files:?}");
 }
+
+#[test]
+fn sigterm_to_run_kills_the_whole_tree_first() {
+    let env = TestEnv::new();
+    let tag = format!("5000{}", marker("sigterm"));
+    let script = format!("setsid sleep {tag} & sleep {tag}");
+    let bin = crate::common::bin();
+    let mut child = std::process::Command::new(bin)
+        .args(["run", "--timeout-ms", "30000", "--", "sh", "-c", &script])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("AGENT_REACH_HOME", env.ar_home())
+        .current_dir(env.work())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while live_processes_with(&format!("sleep {tag}")).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("run did not end after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_no_process_with(&format!("sleep {tag}"));
+}
