@@ -29,6 +29,10 @@ use super::state::{Captures, ExitInfo, Shared, State, StreamKind};
 /// is left of its process tree is killed (then the drain bound applies).
 pub const EXIT_SETTLE: Duration = Duration::from_millis(50);
 
+/// The pump's stack: it keeps its read buffer on the heap and calls no deep
+/// code, so a small stack saves mapping and faulting the default 2 MiB.
+const PUMP_STACK_BYTES: usize = 256 * 1024;
+
 /// How long a write to a PTY may wait for the command to read.
 pub const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -102,6 +106,18 @@ impl Execution {
         } else {
             (ChildStdio::Pipes, None)
         };
+        // The pump thread starts before the fork, so its start-up overlaps
+        // the command's exec instead of adding to the latency of each run.
+        let (pump_tx, pump_rx) = std::sync::mpsc::sync_channel::<pump::Job>(1);
+        std::thread::Builder::new()
+            .name("agent-reach-pump".into())
+            .stack_size(PUMP_STACK_BYTES)
+            .spawn(move || {
+                if let Ok(job) = pump_rx.recv() {
+                    job.run();
+                }
+            })
+            .map_err(watch_error)?;
         let forked = spawner::fork_exec(ForkRequest {
             program,
             argv,
@@ -164,12 +180,18 @@ impl Execution {
         });
         let pump_shared = Arc::clone(&shared);
         let timeout_at = spec.timeout.map(|timeout| started_at + timeout);
-        let pumping = std::thread::Builder::new()
-            .name(format!("agent-reach-pump-{pid}"))
-            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, timeout_at));
-        if let Err(source) = pumping {
+        let job = pump::Job {
+            shared: pump_shared,
+            sources,
+            pidfd,
+            wake: wake_rx,
+            timeout_at,
+        };
+        if pump_tx.send(job).is_err() {
             kill::kill_now(&shared);
-            return Err(watch_error(source));
+            return Err(watch_error(std::io::Error::other(
+                "the pump thread is gone",
+            )));
         }
         Ok(Execution {
             owner: Arc::new(Owner {
