@@ -170,7 +170,10 @@ impl Execution {
             drain: spec.drain,
             cgroup,
             pty_master,
-            state: Mutex::new(State::new(captures_for(&spec))),
+            state: Mutex::new(State {
+                keep_for_matching: spec.merge_output || spec.tty,
+                ..State::new(captures_for(&spec))
+            }),
             changed: std::sync::Condvar::new(),
             events,
             wake: wake_tx,
@@ -244,7 +247,9 @@ impl Execution {
 
     /// Waits until the command exits, `wait_for` matches the output that
     /// arrived since the last [`take_output`](Self::take_output), or `until`.
-    /// This is the sessions' yield: it never kills anything.
+    /// This is the sessions' yield: it never kills anything. `wait_for` sees
+    /// output only of session-style executions (`merge_output` or `tty`);
+    /// one-shot executions do not keep a copy for it.
     pub async fn wait(&self, until: Instant, wait_for: Option<&Regex>) -> WaitEnd {
         let mut events = self.shared().events.subscribe();
         loop {
