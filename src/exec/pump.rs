@@ -231,8 +231,14 @@ fn deliver(shared: &Shared, source: &mut Source, bytes: &[u8]) {
     state.last_output_at = Some(Instant::now());
     state.captures.sink(source.kind).push(bytes);
     state.remember_for_matching(bytes);
+    // Only sessions wait on output; a one-shot caller waits for the exit,
+    // and waking it for every chunk of a flood would cost a context switch
+    // each.
+    let someone_waits_on_output = state.keep_for_matching;
     drop(state);
-    shared.notify();
+    if someone_waits_on_output {
+        shared.notify();
+    }
 }
 
 fn close_sources(shared: &Shared, sources: &mut Vec<Source>, mut closed: Vec<usize>) {
