@@ -375,6 +375,9 @@ impl Execution {
         if !spawner::unknown_children().is_empty() {
             spawner::reap_orphans();
         }
+        if let Some(cgroup) = &shared.cgroup {
+            cgroup.remove_if_empty();
+        }
         let survivors = shared.lock().survivors.clone();
         let completed = Completed::build(self, opts, survivors);
         *cached = Some(completed.clone());

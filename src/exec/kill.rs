@@ -242,6 +242,9 @@ pub fn terminate(shared: &Shared) -> KillReport {
     drain(shared);
     shared.reap_main();
     spawner::reap_orphans();
+    if let Some(cgroup) = &shared.cgroup {
+        cgroup.remove_if_empty();
+    }
     report
 }
 
