@@ -486,3 +486,29 @@ fn write_all_bounded(fd: &OwnedFd, mut bytes: &[u8], limit: Duration) -> std::io
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_can_be_shared_across_tasks_and_threads() {
+        fn shareable<T: Send + Sync + Clone + 'static>() {}
+        shareable::<Execution>();
+        fn sendable<T: Send>(_: &T) {}
+        let execution: Option<Execution> = None;
+        if let Some(execution) = &execution {
+            sendable(&execution.finish(&RenderOptions::default()));
+            sendable(&execution.wait(Instant::now(), None));
+            sendable(&execution.terminate());
+        }
+    }
+
+    #[test]
+    fn char_boundaries_are_found_backwards() {
+        let text = "aé€b".as_bytes();
+        assert_eq!(floor_char_boundary(text, 2), 1);
+        assert_eq!(floor_char_boundary(text, 4), 3);
+        assert_eq!(floor_char_boundary(text, 99), text.len());
+    }
+}
