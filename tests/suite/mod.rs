@@ -4,6 +4,7 @@ mod dispatch;
 mod exec;
 mod exec_api;
 pub mod exec_json;
+mod output;
 mod path_guard;
 mod registry;
 #[cfg(target_os = "linux")]
