@@ -18,6 +18,11 @@
 //! region or the stream ends. Rows drawn before the switch were already
 //! passed on; those the program draws again appear once more, in their
 //! final state, so the repetition is bounded by the region.
+//!
+//! Not modelled: scroll regions (`CSI r`) and saved cursors (`ESC 7/8`).
+//! Absolute rows count from the top of the live region, so a status line
+//! pinned to the bottom of the screen (apt's `Progress: [ 40%]`) keeps its
+//! text but can land among the log lines.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -103,11 +108,12 @@ impl TerminalCleaner {
 
     /// Feeds the next chunk of raw output.
     ///
-    /// Plain text (valid UTF-8 without ESC or C1 controls) in the parser's
-    /// ground state is handled directly, a run at a time, which is what a
-    /// terminal parser would do with it anyway; everything else goes
-    /// through `vte` byte by byte until a printed ASCII character or a
-    /// dispatched sequence proves it is back in the ground state.
+    /// In the parser's ground state, plain text (valid UTF-8 without ESC
+    /// or C1 controls) and simple CSI sequences (digits and `;`) are handled
+    /// directly, exactly as the parser would dispatch them (a property test
+    /// holds the two paths equal); everything else goes through `vte`, a
+    /// sequence at a time, until a printed ASCII character or a dispatched
+    /// sequence proves it is back in the ground state.
     pub fn push(&mut self, bytes: &[u8]) {
         let joined;
         let bytes = if self.carry.is_empty() {
