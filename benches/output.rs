@@ -143,6 +143,19 @@ fn plain_lines_through_the_cap(c: &mut Criterion) {
             })
         });
     });
+    let yes_block: Vec<u8> = b"y\n".iter().copied().cycle().take(block.len()).collect();
+    group.bench_function("stream_capture_yes_lines", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut capture = StreamCapture::new(CaptureConfig::default());
+                for _ in 0..chunks {
+                    capture.push(black_box(&yes_block));
+                }
+                capture.finish();
+                render(&capture.whole(), &RenderOptions::default())
+            })
+        });
+    });
     group.bench_function("stream_capture_with_3_secrets", |b| {
         b.iter_custom(|iters| {
             cpu_time(iters, || {
