@@ -6,7 +6,8 @@
 //!   1 MiB cap), against the bare head/tail cap and against vte parsing
 //!   alone;
 //! - the spill file a run creates when the store already holds its maximum
-//!   number of files, against a write to an open file.
+//!   number of files (with the default scan interval, and scanning the
+//!   directory every time), against a write to an open file.
 //!
 //! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
 //! not wall time: the build machine is shared, and CPU time is what the
@@ -201,6 +202,15 @@ fn spill_file_per_run(c: &mut Criterion) {
         b.iter_custom(|iters| {
             cpu_time(iters, || {
                 let mut writer = store.create("run");
+                writer.write(b"one line of output\n");
+            })
+        });
+    });
+    let scanning = store.clone().with_scan_interval(Duration::ZERO);
+    group.bench_function("create_write_close_scanning_every_time", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut writer = scanning.create("run");
                 writer.write(b"one line of output\n");
             })
         });
