@@ -34,8 +34,9 @@ pub const MAX_SPILL_FILES: usize = 256;
 /// can be exceeded by what runs wrote within this interval.
 pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Marks the time of the last scan (its modification time).
-const SCAN_MARKER: &str = ".last-scan";
+/// Marks the time of the last scan (its modification time); it sits next
+/// to the spill directory, which then holds only spill files.
+const SCAN_MARKER: &str = "spill.last-scan";
 
 /// How often (in bytes written by one writer) the store cap is re-checked.
 const CAP_CHECK_INTERVAL: u64 = 4 * 1024 * 1024;
@@ -104,7 +105,7 @@ impl SpillStore {
     /// ran within the scan interval (by any process: the time is the
     /// modification time of a marker file in the store).
     fn enforce_cap_if_due(&self, reserve: u64) {
-        let marker = self.inner.dir.join(SCAN_MARKER);
+        let marker = self.inner.dir.with_file_name(SCAN_MARKER);
         let recent = fs::metadata(&marker)
             .and_then(|meta| meta.modified())
             .ok()
@@ -160,9 +161,6 @@ impl SpillStore {
         let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
             .filter_map(Result::ok)
             .filter_map(|entry| {
-                if entry.file_name() == SCAN_MARKER {
-                    return None;
-                }
                 let meta = entry.metadata().ok()?;
                 meta.is_file().then(|| {
                     let modified = meta.modified().unwrap_or(UNIX_EPOCH);
@@ -404,7 +402,7 @@ mod tests {
             let mut writer = store.create(&format!("f{i}"));
             writer.write(b"x");
         }
-        let files = fs::read_dir(store.dir()).unwrap().count() - 1;
+        let files = fs::read_dir(store.dir()).unwrap().count();
         assert!(files <= MAX_SPILL_FILES, "{files} files");
     }
 
@@ -418,13 +416,13 @@ mod tests {
         // Over the cap, but a scan just ran: the older file stays for now.
         let mut second = store.create("second");
         second.write(&[b'y'; 80]);
-        assert_eq!(fs::read_dir(store.dir()).unwrap().count(), 3);
+        assert_eq!(fs::read_dir(store.dir()).unwrap().count(), 2);
         let prompt = store.with_scan_interval(Duration::ZERO);
         let mut third = prompt.create("third");
         third.write(b"z");
         assert_eq!(
             fs::read_dir(prompt.dir()).unwrap().count(),
-            3,
+            2,
             "scanned again"
         );
     }
