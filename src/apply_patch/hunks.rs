@@ -260,4 +260,71 @@ mod tests {
         };
         assert_eq!(context.missing, Missing::Context("nowhere".into()));
     }
+
+    fn chunk_of(lines: Vec<ChunkLine>) -> Chunk {
+        Chunk {
+            contexts: Vec::new(),
+            lines,
+            at_end_of_file: false,
+            patch_line: 1,
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_chunks_never_panic_and_results_end_with_a_newline(
+            file in proptest::collection::vec("[ab \t\u{2019}]{0,3}", 0..12),
+            crlf in proptest::bool::ANY,
+            body in proptest::collection::vec((0..3u8, "[ab \u{2019}]{0,3}"), 0..8),
+            contexts in proptest::collection::vec("[ab ]{0,2}", 0..2),
+            at_end_of_file in proptest::bool::ANY,
+        ) {
+            let text = file.join(if crlf { "\r\n" } else { "\n" });
+            let lines = body
+                .into_iter()
+                .map(|(kind, t)| match kind {
+                    0 => ChunkLine::Context(t),
+                    1 => ChunkLine::Remove(t),
+                    _ => ChunkLine::Add(t),
+                })
+                .collect();
+            let chunk = Chunk { contexts, lines, at_end_of_file, patch_line: 1 };
+            let parsed = TextFile::parse(text.as_bytes());
+            if let Ok(out) = apply_chunks(&parsed, &[chunk], Path::new("f"), &mut Vec::new()) {
+                let bytes = out.to_bytes();
+                proptest::prop_assert!(bytes.is_empty() || bytes.ends_with(b"\n"));
+            }
+        }
+
+        #[test]
+        fn replacing_a_window_of_the_file_changes_its_first_occurrence(
+            file in proptest::collection::vec("[abc]{1,2}", 1..15),
+            start_seed in 0usize..100,
+            len_seed in 0usize..100,
+        ) {
+            let start = start_seed % file.len();
+            let len = 1 + len_seed % (file.len() - start);
+            let window = &file[start..start + len];
+            let first = (0..=file.len() - len)
+                .find(|&i| &file[i..i + len] == window)
+                .unwrap_or(start);
+            let mut body: Vec<ChunkLine> =
+                window.iter().map(|l| ChunkLine::Remove(l.clone())).collect();
+            body.push(ChunkLine::Add("NEW".to_owned()));
+            let text = format!("{}\n", file.join("\n"));
+            let out = apply_chunks(
+                &TextFile::parse(text.as_bytes()),
+                &[chunk_of(body)],
+                Path::new("f"),
+                &mut Vec::new(),
+            );
+            let mut expected: Vec<String> = file.clone();
+            expected.splice(first..first + len, ["NEW".to_owned()]);
+            let expected = format!("{}\n", expected.join("\n"));
+            proptest::prop_assert_eq!(
+                out.ok().map(|o| String::from_utf8_lossy(&o.to_bytes()).into_owned()),
+                Some(expected)
+            );
+        }
+    }
 }

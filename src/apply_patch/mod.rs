@@ -49,6 +49,18 @@ pub fn apply(
     Ok(plan.report)
 }
 
+/// Applies an Update's chunks to a file's contents in memory: what
+/// [`apply`] does to each updated file, without any path or disk involved.
+pub fn apply_update(
+    chunks: &[Chunk],
+    contents: &[u8],
+    path: &Path,
+) -> Result<Vec<u8>, Box<NoMatch>> {
+    let file = text::TextFile::parse(contents);
+    let mut fuzzy = Vec::new();
+    hunks::apply_chunks(&file, chunks, path, &mut fuzzy).map(|updated| updated.to_bytes())
+}
+
 /// Everything [`apply`] does except writing: the report it would give.
 pub fn check(
     patch: &str,
