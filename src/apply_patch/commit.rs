@@ -4,7 +4,7 @@
 //! (missing parent directories are created and remembered). Then each file
 //! about to be replaced or removed gets a hard-linked backup, and the
 //! temporary files are renamed over their targets. If any step fails, a
-//! [`Transaction`] undoes the steps already taken, in reverse: backups go
+//! [`RollbackGuard`] undoes the steps already taken, in reverse: backups go
 //! back, new files and directories go away. On success the backups are
 //! dropped. Readers never see a half-written file: every write is a rename.
 
@@ -23,7 +23,7 @@ const NEW_FILE_MODE: u32 = 0o666;
 
 /// Writes every change of a plan, all or nothing.
 pub fn commit(writes: &[FileWrite]) -> Result<(), ApplyPatchError> {
-    let mut transaction = Transaction::default();
+    let mut transaction = RollbackGuard::default();
     let result = transaction.run(writes);
     match result {
         Ok(()) => {
@@ -46,7 +46,7 @@ struct Staged {
 
 /// The steps taken so far, undone on drop unless finished.
 #[derive(Default)]
-struct Transaction {
+struct RollbackGuard {
     created_dirs: Vec<PathBuf>,
     backups: Vec<(TempPath, PathBuf)>,
     created_files: Vec<PathBuf>,
@@ -55,7 +55,7 @@ struct Transaction {
 
 type StepError = (PathBuf, io::Error);
 
-impl Transaction {
+impl RollbackGuard {
     fn run(&mut self, writes: &[FileWrite]) -> Result<(), StepError> {
         let mut staged = Vec::new();
         for write in writes {
@@ -185,7 +185,7 @@ impl Transaction {
     }
 }
 
-impl Drop for Transaction {
+impl Drop for RollbackGuard {
     fn drop(&mut self) {
         if !self.done {
             let _ = self.rollback();

@@ -47,9 +47,11 @@ pub fn apply_chunks(
             })
         };
         let mut worst = MatchLevel::Exact;
+        let mut anchor = None;
         for context in &chunk.contexts {
             match hay.seek(&[context.as_str()], line_index, false) {
                 Some(found) => {
+                    anchor = Some(found.index);
                     line_index = found.index + 1;
                     worst = worst.max(found.level);
                 }
@@ -78,13 +80,23 @@ pub fn apply_chunks(
             note_fuzzy(fuzzy, path, hunk, worst);
             continue;
         }
-        let mut found = hay.seek(&old, line_index, chunk.at_end_of_file);
+        // Models often repeat the `@@` line as the hunk's first context
+        // line; then the lines start at the anchor itself, not after it.
+        let locate = |old: &[&str]| {
+            hay.seek(old, line_index, chunk.at_end_of_file).or_else(|| {
+                anchor
+                    .filter(|_| !old.is_empty())
+                    .and_then(|at| hay.seek(old, at, chunk.at_end_of_file))
+                    .filter(|found| Some(found.index) == anchor)
+            })
+        };
+        let mut found = locate(&old);
         if found.is_none() && old.last().is_some_and(|l| l.is_empty()) {
             // A blank last context line often stands for the end of the
             // file, which has no empty line after the final newline.
             drop_last_old_line(&mut body);
             old.pop();
-            found = hay.seek(&old, line_index, chunk.at_end_of_file);
+            found = locate(&old);
         }
         let Some(found) = found else {
             let old_owned: Vec<String> =
@@ -219,6 +231,17 @@ mod tests {
         assert_eq!(
             update(file, "@@\n+tail").ok().as_deref(),
             Some("fn a\n  x\nfn b\n  x\nend\ntail\n")
+        );
+    }
+
+    #[test]
+    fn the_context_line_repeated_as_first_line_still_applies() {
+        let file = "fn a() {\n    1\n}\nfn b() {\n    1\n}\n";
+        assert_eq!(
+            update(file, "@@ fn b() {\n fn b() {\n-    1\n+    2")
+                .ok()
+                .as_deref(),
+            Some("fn a() {\n    1\n}\nfn b() {\n    2\n}\n")
         );
     }
 
