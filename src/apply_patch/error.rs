@@ -96,6 +96,21 @@ impl ApplyPatchError {
         }
     }
 
+    /// A stable name for the failure, for JSON `error.kind` fields.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApplyPatchError::Parse(_) => "invalid_patch",
+            ApplyPatchError::Workdir { .. } => "bad_workdir",
+            ApplyPatchError::OutsideWorkdir { .. } => "outside_workdir",
+            ApplyPatchError::Missing { .. } => "missing_file",
+            ApplyPatchError::AlreadyExists { .. } => "file_exists",
+            ApplyPatchError::NotAFile { .. } => "not_a_file",
+            ApplyPatchError::Read { .. } => "read_failed",
+            ApplyPatchError::NoMatch(_) => "hunk_not_found",
+            ApplyPatchError::Write { .. } => "write_failed",
+        }
+    }
+
     /// Whether the file tree is guaranteed to be as it was.
     pub fn tree_untouched(&self) -> bool {
         match self {

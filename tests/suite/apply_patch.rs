@@ -383,3 +383,27 @@ fn a_large_patch_applies_quickly() {
     assert_eq!(updated.lines().count(), 5000);
     assert_eq!(updated.matches("changed ").count(), 200);
 }
+
+#[test]
+fn the_library_api_reports_changes_and_typed_errors() {
+    use agent_reach::apply_patch::{ApplyOptions, ChangeKind, apply, check};
+    let env = TestEnv::new();
+    env.write("a.txt", "one\n");
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+two\n*** Add File: b.txt\n+b\n*** End Patch";
+    let options = ApplyOptions::default();
+    let preview = check(patch, &env.work(), &options).unwrap();
+    assert_eq!(env.read("a.txt"), "one\n", "check must not write");
+    let report = apply(patch, &env.work(), &options).unwrap();
+    assert_eq!(report, preview);
+    let kinds: Vec<ChangeKind> = report.changes.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [ChangeKind::Modified, ChangeKind::Added]);
+    assert_eq!(
+        report.to_string(),
+        "Success. Updated the following files:\nA b.txt\nM a.txt\n"
+    );
+    let again = apply(patch, &env.work(), &options).unwrap_err();
+    assert_eq!(again.kind(), "hunk_not_found");
+    assert_eq!(again.exit_code(), 1);
+    assert!(again.tree_untouched());
+    assert_eq!(env.read("a.txt"), "two\n");
+}
