@@ -39,7 +39,8 @@ pub fn commit(writes: &[FileWrite]) -> Result<(), ApplyPatchError> {
 }
 
 struct Staged {
-    temp: NamedTempFile,
+    /// Closed after writing: a patch may touch more files than we may hold open.
+    temp: TempPath,
     target: PathBuf,
     replaces: bool,
 }
@@ -130,7 +131,7 @@ impl RollbackGuard {
                 .map_err(fail)?;
         }
         Ok(Staged {
-            temp,
+            temp: temp.into_temp_path(),
             target: target.to_path_buf(),
             replaces,
         })

@@ -407,3 +407,22 @@ fn the_library_api_reports_changes_and_typed_errors() {
     assert!(again.tree_untouched());
     assert_eq!(env.read("a.txt"), "two\n");
 }
+
+#[test]
+fn a_patch_touching_more_files_than_open_file_limit_applies() {
+    let env = TestEnv::new();
+    let mut patch = String::from("*** Begin Patch\n");
+    for n in 0..300 {
+        env.write(&format!("d/f{n}.txt"), format!("value {n}\n"));
+        patch.push_str(&format!(
+            "*** Update File: d/f{n}.txt\n@@\n-value {n}\n+value {}\n",
+            n + 1
+        ));
+    }
+    patch.push_str("*** End Patch\n");
+    env.write("patch.txt", &patch);
+    let link = env.link("apply_patch");
+    let script = format!("ulimit -n 64 && exec '{}' < patch.txt", link.display());
+    env.cmd_at("/bin/sh").args(["-c", &script]).run().success();
+    assert_eq!(env.read("d/f299.txt"), "value 300\n");
+}
