@@ -271,7 +271,7 @@ impl Planner<'_> {
                 Some(Some(bytes)) => writes.push(FileWrite::Put {
                     path: key.clone(),
                     bytes: bytes.clone(),
-                    attrs: slot.attrs.or_else(|| match &slot.on_disk {
+                    attrs: slot.attrs.or(match &slot.on_disk {
                         OnDisk::File(attrs) => Some(*attrs),
                         _ => None,
                     }),
