@@ -38,17 +38,6 @@ pub enum ApplyPatchError {
         /// `update`, `delete` or `move`.
         action: &'static str,
     },
-    /// Add (or Move to) a path that already exists.
-    #[error(
-        "{}: cannot {action}: the file already exists (update it, or delete it earlier in the same patch)",
-        path.display()
-    )]
-    AlreadyExists {
-        /// The path as written in the patch.
-        path: PathBuf,
-        /// `add` or `move here`.
-        action: &'static str,
-    },
     /// The path is a directory or other non-file.
     #[error("{}: cannot {action}: it is not a regular file", path.display())]
     NotAFile {
@@ -87,7 +76,6 @@ impl ApplyPatchError {
             ApplyPatchError::Parse(_)
             | ApplyPatchError::OutsideWorkdir { .. }
             | ApplyPatchError::Missing { .. }
-            | ApplyPatchError::AlreadyExists { .. }
             | ApplyPatchError::NotAFile { .. }
             | ApplyPatchError::Read { .. }
             | ApplyPatchError::NoMatch(_)
@@ -103,7 +91,6 @@ impl ApplyPatchError {
             ApplyPatchError::Workdir { .. } => "bad_workdir",
             ApplyPatchError::OutsideWorkdir { .. } => "outside_workdir",
             ApplyPatchError::Missing { .. } => "missing_file",
-            ApplyPatchError::AlreadyExists { .. } => "file_exists",
             ApplyPatchError::NotAFile { .. } => "not_a_file",
             ApplyPatchError::Read { .. } => "read_failed",
             ApplyPatchError::NoMatch(_) => "hunk_not_found",

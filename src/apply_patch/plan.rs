@@ -203,10 +203,10 @@ impl Planner<'_> {
             Operation::Add { path, contents, .. } => {
                 let resolved = self.resolve(path)?;
                 let slot = self.slot(&resolved.entry);
-                match (&slot.on_disk, &slot.now) {
-                    (OnDisk::NotAFile, Some(_)) => return not_a_file(path, "add"),
-                    (_, Some(_)) => return already_exists(path, "add"),
-                    (_, None) => {}
+                // Like Codex, Add over an existing file replaces it: the model
+                // states the whole content it wants there. Only a non-file is refused.
+                if let (OnDisk::NotAFile, Some(_)) = (&slot.on_disk, &slot.now) {
+                    return not_a_file(path, "add");
                 }
                 slot.now = Some(Some(contents.clone().into_bytes()));
                 self.report.record(ChangeKind::Added, path.clone());
@@ -252,12 +252,9 @@ impl Planner<'_> {
                         let attrs = self.attrs_of(&key);
                         self.slot(&key).now = None;
                         let dest_slot = self.slot(&dest.entry);
-                        match (&dest_slot.on_disk, &dest_slot.now) {
-                            (OnDisk::NotAFile, Some(_)) => {
-                                return not_a_file(dest_path, "move here");
-                            }
-                            (_, Some(_)) => return already_exists(dest_path, "move here"),
-                            (_, None) => {}
+                        // Like Codex and `mv`, a move replaces an existing file.
+                        if let (OnDisk::NotAFile, Some(_)) = (&dest_slot.on_disk, &dest_slot.now) {
+                            return not_a_file(dest_path, "move here");
                         }
                         dest_slot.now = Some(Some(bytes));
                         dest_slot.attrs = attrs;
@@ -334,13 +331,6 @@ impl Planner<'_> {
 
 fn missing<T>(path: &Path, action: &'static str) -> Result<T, ApplyPatchError> {
     Err(ApplyPatchError::Missing {
-        path: path.to_path_buf(),
-        action,
-    })
-}
-
-fn already_exists<T>(path: &Path, action: &'static str) -> Result<T, ApplyPatchError> {
-    Err(ApplyPatchError::AlreadyExists {
         path: path.to_path_buf(),
         action,
     })
