@@ -1,13 +1,29 @@
 //! `agent-reach run` and the `agent-reach-exec` personality: one command
 //! through the exec engine, its exit code passed through.
+//!
+//! The text form writes the command's cleaned, folded stdout to our stdout
+//! and its stderr to our stderr (each folded on its own), so `run` drops in
+//! where the bare command was; agent-reach's own notes (timeout, survivors)
+//! go to stderr as `agent-reach: ...` lines. `--json` prints the normalized
+//! result instead. Exit codes: the command's own, 124 at the timeout, 125
+//! when agent-reach failed, 126/127 when the command could not be run or not
+//! found, 128+N when it was killed by signal N.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use clap::Parser;
+
+use super::session::Session;
 use crate::context::ProcessContext;
+use crate::exec::{self, Completed, ExecError, Execution, RenderOptions, SpawnSpec};
+use crate::exit_code;
+use crate::result::{NormalizedResult, Status};
+use crate::sandbox::{Policy, SandboxSpec};
 
 /// `run` arguments, as the contract fixes them.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124); 0 = never.
     #[arg(long, default_value_t = 10_000)]
@@ -35,12 +51,275 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+/// The `agent-reach-exec` personality's command line: the same options.
+#[derive(Debug, Parser)]
+#[command(
+    name = "agent-reach-exec",
+    version,
+    about = "Run one command through the agent-reach exec engine"
+)]
+struct ExecPersonalityCli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Disables the per-execution cgroup (the `/proc` session-tag fallback is
+/// used instead); for testing the fallback and for machines where creating
+/// cgroups is unwanted.
+pub const NO_CGROUP_VAR: &str = "AGENT_REACH_NO_CGROUP";
+
 /// `agent-reach run ...`.
-pub fn main(_args: RunArgs, _ctx: ProcessContext) -> i32 {
-    crate::stdio::not_available("agent-reach run (the exec engine)")
+pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
+    let session = match Session::start(&mut ctx) {
+        Ok(session) => session,
+        Err(err) => {
+            eprintln!("agent-reach: {err}");
+            return exit_code::INTERNAL;
+        }
+    };
+    let code = run(&args, &ctx, &session);
+    drop(session);
+    code
 }
 
 /// The `agent-reach-exec` personality: the same as `agent-reach run`.
-pub fn exec_personality(_ctx: ProcessContext) -> i32 {
-    crate::stdio::not_available("agent-reach-exec (the exec engine)")
+pub fn exec_personality(ctx: ProcessContext) -> i32 {
+    let argv = std::iter::once(OsString::from("agent-reach-exec")).chain(ctx.args.iter().cloned());
+    match ExecPersonalityCli::try_parse_from(argv) {
+        Ok(cli) => main(cli.run, ctx),
+        Err(err) => super::clap_error_exit(&err, exit_code::INTERNAL),
+    }
+}
+
+/// A bad `run` option, found before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum RunSetupError {
+    #[error("--env needs NAME or NAME=VALUE, got {given:?}")]
+    BadEnv { given: String },
+    #[error("{0}")]
+    Sandbox(#[from] crate::sandbox::UnknownName),
+    #[error("the current working directory cannot be used: {0}")]
+    Cwd(std::io::Error),
+    #[error("cannot create the sandbox report directory under {}: {source}", path.display())]
+    ReportDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Names to copy from our environment, and values to set.
+pub type EnvFlags = (Vec<String>, Vec<(OsString, OsString)>);
+
+/// What `--env` asks for: names to copy and values to set.
+pub fn parse_env_flags(flags: &[String]) -> Result<EnvFlags, RunSetupError> {
+    let mut pass = Vec::new();
+    let mut set = Vec::new();
+    for flag in flags {
+        let (name, value) = match flag.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (flag.as_str(), None),
+        };
+        if name.is_empty() || name.contains('\0') || value.is_some_and(|v| v.contains('\0')) {
+            return Err(RunSetupError::BadEnv {
+                given: flag.clone(),
+            });
+        }
+        match value {
+            Some(value) => set.push((OsString::from(name), OsString::from(value))),
+            None => pass.push(name.to_owned()),
+        }
+    }
+    Ok((pass, set))
+}
+
+/// Everything `run` decided before starting: the spec and the RAII holders
+/// that must live as long as the command.
+struct Prepared {
+    spec: SpawnSpec,
+    _report_dir: Option<tempfile::TempDir>,
+}
+
+fn prepare(
+    args: &RunArgs,
+    ctx: &ProcessContext,
+    session: &Session,
+) -> Result<Prepared, RunSetupError> {
+    let (pass, set) = parse_env_flags(&args.env)?;
+    let base = ctx.cwd().map_err(RunSetupError::Cwd)?;
+    let cwd = resolve_workdir(base, args.workdir.as_deref());
+    let home = ctx.agent_reach_home();
+    let tag = exec::new_session_tag();
+    let env = exec::child_env(&ctx.env, &pass, &set, args.tty, &tag);
+    let mut spec = SpawnSpec::new(args.command.clone(), cwd.clone(), env, home.clone());
+    spec.session_tag = tag;
+    spec.tty = args.tty;
+    spec.timeout = (args.timeout_ms > 0).then(|| Duration::from_millis(args.timeout_ms));
+    spec.use_cgroup = ctx
+        .var(NO_CGROUP_VAR)
+        .is_none_or(|v| v.is_empty() || v == "0");
+    let mut report_dir = None;
+    if let Some(name) = &args.sandbox {
+        let policy: Policy = name.parse()?;
+        let parent = home.join("tmp");
+        let dir = std::fs::create_dir_all(&parent)
+            .and_then(|()| {
+                tempfile::Builder::new()
+                    .prefix("sandbox-report")
+                    .tempdir_in(&parent)
+            })
+            .map_err(|source| RunSetupError::ReportDir {
+                path: parent.clone(),
+                source,
+            })?;
+        let report = dir.path().join("report.json");
+        let sandbox = SandboxSpec {
+            policy,
+            ..SandboxSpec::default()
+        };
+        spec.wrapper = sandbox.wrapper_argv(&session.sandbox_link(), &cwd, Some(&report));
+        spec.attestation_file = Some(report);
+        report_dir = Some(dir);
+    }
+    Ok(Prepared {
+        spec,
+        _report_dir: report_dir,
+    })
+}
+
+fn run(args: &RunArgs, ctx: &ProcessContext, session: &Session) -> i32 {
+    let prepared = match prepare(args, ctx, session) {
+        Ok(prepared) => prepared,
+        Err(err) => return report_setup_error(args, &err.to_string()),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return report_setup_error(args, &RunSetupError::Runtime(err).to_string()),
+    };
+    let opts = RenderOptions {
+        max_output_tokens: args.max_output_tokens,
+        keep_color: args.tty,
+    };
+    let timeout_ms = args.timeout_ms;
+    let outcome = runtime.block_on(async move {
+        let execution = Execution::spawn(prepared.spec)?;
+        let completed = execution.finish(&opts).await;
+        drop(execution);
+        drop(prepared._report_dir);
+        Ok::<Completed, ExecError>(completed)
+    });
+    match outcome {
+        Ok(completed) => print_completed(args, &completed, timeout_ms),
+        Err(err) => report_exec_error(args, &err),
+    }
+}
+
+fn print_completed(args: &RunArgs, completed: &Completed, timeout_ms: u64) -> i32 {
+    let code = completed.exit.exit_code();
+    if args.json {
+        return match print_json(&completed.to_result(None, None)) {
+            Ok(_) => code,
+            Err(stdout_code) => stdout_code,
+        };
+    }
+    if let Err(code) = crate::stdio::print_or_exit_code(&completed.stdout.text) {
+        return code;
+    }
+    eprint!("{}", completed.stderr.text);
+    if completed.exit.timed_out {
+        eprintln!("agent-reach: killed at the command timeout ({timeout_ms} ms); exit 124");
+    }
+    if !completed.survivors.is_empty() {
+        eprintln!(
+            "agent-reach: {} process(es) the command started could not be killed: {:?}",
+            completed.survivors.len(),
+            completed.survivors
+        );
+    }
+    code
+}
+
+/// Prints a result; on a stdout failure returns the code to end with.
+fn print_json(result: &NormalizedResult) -> Result<i32, i32> {
+    let mut text = serde_json::to_string_pretty(result).map_err(|err| {
+        eprintln!("agent-reach: cannot encode the result: {err}");
+        exit_code::INTERNAL
+    })?;
+    text.push('\n');
+    crate::stdio::print_or_exit_code(&text).map(|()| exit_code::SUCCESS)
+}
+
+fn report_exec_error(args: &RunArgs, err: &ExecError) -> i32 {
+    eprintln!("agent-reach: {err}");
+    let code = err.exit_code();
+    if args.json {
+        let status = match code {
+            exit_code::NOT_FOUND | exit_code::CANNOT_EXECUTE => Status::Failure,
+            _ => Status::Error,
+        };
+        let mut result = NormalizedResult::refused(None, None, status, err.kind(), err.to_string());
+        result.exit_code = Some(code);
+        if let Err(stdout_code) = print_json(&result) {
+            return stdout_code;
+        }
+    }
+    code
+}
+
+fn report_setup_error(args: &RunArgs, message: &str) -> i32 {
+    eprintln!("agent-reach: {message}");
+    if args.json {
+        let mut result =
+            NormalizedResult::refused(None, None, Status::Error, "bad_request", message);
+        result.exit_code = Some(exit_code::INTERNAL);
+        if let Err(code) = print_json(&result) {
+            return code;
+        }
+    }
+    exit_code::INTERNAL
+}
+
+/// The directory a relative `--workdir` is taken from.
+pub fn resolve_workdir(base: &Path, workdir: Option<&Path>) -> PathBuf {
+    workdir.map_or_else(|| base.to_path_buf(), |dir| base.join(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_flags_split_into_names_and_values() {
+        let (pass, set) =
+            parse_env_flags(&["A".into(), "B=1".into(), "C=".into(), "D=x=y".into()]).unwrap();
+        assert_eq!(pass, vec!["A".to_string()]);
+        assert_eq!(
+            set,
+            vec![
+                ("B".into(), "1".into()),
+                ("C".into(), "".into()),
+                ("D".into(), "x=y".into())
+            ]
+        );
+        assert!(parse_env_flags(&["=1".into()]).is_err());
+        assert!(parse_env_flags(&["".into()]).is_err());
+    }
+
+    #[test]
+    fn relative_workdir_is_taken_from_the_current_directory() {
+        assert_eq!(
+            resolve_workdir(Path::new("/a"), Some(Path::new("b"))),
+            PathBuf::from("/a/b")
+        );
+        assert_eq!(
+            resolve_workdir(Path::new("/a"), Some(Path::new("/c"))),
+            PathBuf::from("/c")
+        );
+        assert_eq!(resolve_workdir(Path::new("/a"), None), PathBuf::from("/a"));
+    }
 }

@@ -1,4 +1,5 @@
 //! Integration suites, one module per feature.
 
 mod dispatch;
+mod exec;
 mod path_guard;

@@ -1,0 +1,163 @@
+//! A cgroup v2 per execution, where the machine lets us create one: the one
+//! container a process cannot leave by `setsid` or double-forking, killed as
+//! a whole with `cgroup.kill`.
+//!
+//! The cgroup is made under the one we already run in (so a nested
+//! agent-reach nests its cgroups, and killing the outer kills the inner).
+//! Where cgroup2 is absent or not writable, [`CgroupGuard::create`] fails and
+//! the engine falls back to the session tag in `/proc/*/environ`.
+
+use std::fs;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Set once creating a cgroup failed: later executions do not try again.
+static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+
+/// The cgroup2 directory we run in, if there is a cgroup2 mount.
+fn own_cgroup_dir() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = cgroup2_mount_point(&mountinfo)?;
+        let cgroups = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let own = unified_cgroup_path(&cgroups)?;
+        Some(mount.join(own.trim_start_matches('/')))
+    })
+    .as_deref()
+}
+
+/// The mount point of the first cgroup2 filesystem in a mountinfo text.
+pub fn cgroup2_mount_point(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        if after.split_ascii_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        before.split_ascii_whitespace().nth(4).map(PathBuf::from)
+    })
+}
+
+/// Our path in the unified hierarchy, from a `/proc/self/cgroup` text.
+pub fn unified_cgroup_path(cgroups: &str) -> Option<&str> {
+    cgroups.lines().find_map(|line| line.strip_prefix("0::"))
+}
+
+/// Owns one execution's cgroup directory; removes it on drop, killing what
+/// is still inside first.
+#[derive(Debug)]
+pub struct CgroupGuard {
+    dir: PathBuf,
+    procs: OwnedFd,
+}
+
+impl CgroupGuard {
+    /// Creates `agent-reach-<tag>` under our own cgroup.
+    pub fn create(tag: &str) -> std::io::Result<Self> {
+        let unavailable =
+            || std::io::Error::new(std::io::ErrorKind::Unsupported, "no writable cgroup2");
+        if UNAVAILABLE.load(Ordering::Relaxed) {
+            return Err(unavailable());
+        }
+        let base = own_cgroup_dir().ok_or_else(unavailable)?;
+        let dir = base.join(format!("agent-reach-{tag}"));
+        let made = fs::create_dir(&dir).and_then(|()| {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("cgroup.procs"))
+                .map(OwnedFd::from)
+        });
+        match made {
+            Ok(procs) => Ok(Self { dir, procs }),
+            Err(err) => {
+                let _ = fs::remove_dir(&dir);
+                UNAVAILABLE.store(true, Ordering::Relaxed);
+                Err(err)
+            }
+        }
+    }
+
+    /// The directory in the cgroup filesystem.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// An fd open on `cgroup.procs` for writing: a child writes `0` to it
+    /// between fork and exec to move itself in before it can fork.
+    pub fn procs_fd(&self) -> RawFd {
+        self.procs.as_raw_fd()
+    }
+
+    /// The processes inside (zombies are not listed).
+    pub fn members(&self) -> Vec<i32> {
+        fs::read_to_string(self.dir.join("cgroup.procs"))
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Sends `signal` to every member.
+    pub fn signal(&self, signal: i32) {
+        for pid in self.members() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, signal) };
+        }
+    }
+
+    /// SIGKILLs everything inside, including what forks while we kill.
+    pub fn kill_all(&self) {
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.kill"))
+            .and_then(|mut f| f.write_all(b"1"));
+        if written.is_err() {
+            self.signal(libc::SIGKILL);
+        }
+    }
+}
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        for _ in 0..40 {
+            match fs::remove_dir(&self.dir) {
+                Ok(()) => return,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
+                Err(_) => {
+                    self.kill_all();
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount_among_v1_mounts() {
+        let info = "30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n\
+                    35 25 0:31 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount_point(info),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(
+            cgroup2_mount_point("1 2 0:1 / / rw - ext4 /dev/x rw\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn reads_the_unified_line_of_proc_cgroup() {
+        assert_eq!(
+            unified_cgroup_path("4:memory:/x\n0::/user.slice/a.scope\n"),
+            Some("/user.slice/a.scope")
+        );
+        assert_eq!(unified_cgroup_path("4:memory:/x\n"), None);
+    }
+}

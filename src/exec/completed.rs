@@ -1,0 +1,124 @@
+//! The end of a one-shot execution: how it exited, its rendered output, and
+//! the normalized result the contract fixes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::execution::Execution;
+use super::glue::{RenderOptions, Rendered};
+use super::state::{Captures, ExitInfo};
+use crate::result::{NormalizedResult, OriginalBytes, ResultError, SandboxAttestation};
+
+/// A finished command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completed {
+    pub exit: ExitInfo,
+    pub stdout: Rendered,
+    pub stderr: Rendered,
+    /// From the start to the exit.
+    pub duration: Duration,
+    /// Some output was left out of `stdout` or `stderr`.
+    pub truncated: bool,
+    pub original_bytes: OriginalBytes,
+    /// The spill file with the full output of a truncated stream.
+    pub full_output_path: Option<PathBuf>,
+    /// Processes the command started that could not be killed.
+    pub survivors: Vec<u32>,
+    /// What the sandbox wrapper reported, when there was one.
+    pub sandbox: Option<SandboxAttestation>,
+}
+
+impl Completed {
+    pub(super) fn build(execution: &Execution, opts: &RenderOptions, survivors: Vec<u32>) -> Self {
+        let exit = execution.exit_info().unwrap_or(ExitInfo {
+            code: None,
+            signal: None,
+            timed_out: false,
+        });
+        let started = execution.started_at();
+        let (stdout, stderr, paths) = execution.with_state(|state| {
+            let duration_end = state.exited_at.unwrap_or_else(std::time::Instant::now);
+            let rendered = match &state.captures {
+                Captures::Separate { stdout, stderr } => (
+                    stdout.whole(opts),
+                    stderr.whole(opts),
+                    [stdout.spill_path(), stderr.spill_path()],
+                ),
+                Captures::Merged(sink) => (
+                    sink.whole(opts),
+                    Rendered::default(),
+                    [sink.spill_path(), None],
+                ),
+            };
+            (rendered.0, rendered.1, (rendered.2, duration_end))
+        });
+        let (spills, ended) = paths;
+        let full_output_path = if stdout.truncated {
+            spills[0].clone()
+        } else if stderr.truncated {
+            spills[1].clone()
+        } else {
+            None
+        };
+        let sandbox = execution
+            .spec()
+            .attestation_file
+            .as_deref()
+            .and_then(crate::sandbox::read_attestation);
+        Self {
+            exit,
+            truncated: stdout.truncated || stderr.truncated,
+            original_bytes: OriginalBytes {
+                stdout: stdout.original_bytes,
+                stderr: stderr.original_bytes,
+            },
+            stdout,
+            stderr,
+            duration: ended.saturating_duration_since(started),
+            full_output_path,
+            survivors,
+            sandbox,
+        }
+    }
+
+    /// The contract's normalized result.
+    pub fn to_result(
+        &self,
+        id: Option<serde_json::Value>,
+        tool: Option<String>,
+    ) -> NormalizedResult {
+        let error = if self.survivors.is_empty() {
+            None
+        } else {
+            Some(ResultError {
+                kind: "survivors".into(),
+                message: format!(
+                    "{} process(es) the command started could not be killed: {:?}",
+                    self.survivors.len(),
+                    self.survivors
+                ),
+                retry_after_ms: None,
+                survivors: self.survivors.clone(),
+            })
+        };
+        NormalizedResult {
+            id,
+            tool,
+            status: self.exit.status(),
+            exit_code: Some(self.exit.exit_code()),
+            signal: self.exit.signal,
+            stdout: self.stdout.text.clone(),
+            stderr: self.stderr.text.clone(),
+            duration_ms: u64::try_from(self.duration.as_millis()).unwrap_or(u64::MAX),
+            truncated: self.truncated,
+            original_bytes: self.original_bytes,
+            full_output_path: self
+                .full_output_path
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned()),
+            sandbox: self.sandbox.clone(),
+            cached: false,
+            error,
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! One running command: spawned from a [`SpawnSpec`], then waited for,
+//! read from, written to and ended through a cheap, cloneable handle, so a
+//! one-shot `run` and a long-lived session use the same engine.
+//!
+//! Dropping the last handle of a command that still runs kills it (and
+//! everything it started) at once, without grace: nothing outlives the
+//! handle that could still have ended it.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+use super::cgroup::CgroupGuard;
+use super::completed::Completed;
+use super::error::ExecError;
+use super::glue::{RenderOptions, Rendered, Sink, SinkConfig};
+use super::kill::{self, KillReport};
+use super::pty::{self, CrlfNormalizer};
+use super::pump::{self, Source};
+use super::resolve;
+use super::spawner::{self, ChildStdio, ForkRequest};
+use super::spec::SpawnSpec;
+use super::state::{Captures, ExitInfo, Shared, State, StreamKind};
+
+/// After the command exits, how long output may still arrive before what
+/// is left of its process tree is killed (then the drain bound applies).
+pub const EXIT_SETTLE: Duration = Duration::from_millis(50);
+
+/// How long a write to a PTY may wait for the command to read.
+pub const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why [`Execution::wait`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// The command exited (its output up to the exit has been read).
+    Exited,
+    /// The `wait_for` pattern matched the output since the last take.
+    Matched,
+    /// The time given ran out; the command still runs.
+    Deadline,
+}
+
+/// A running (or finished) command. Clones share it.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    owner: Arc<Owner>,
+}
+
+/// Kills the command when the last handle goes.
+#[derive(Debug)]
+struct Owner {
+    shared: Arc<Shared>,
+    spec: SpawnSpec,
+    completed: tokio::sync::Mutex<Option<Completed>>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let shared = &self.shared;
+        let running = shared.lock().exit.is_none();
+        let leftovers = !kill::members(shared, false).is_empty();
+        if running || leftovers {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(-shared.pid, libc::SIGKILL) };
+            for pid in kill::members(shared, true) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            if let Some(cgroup) = &shared.cgroup {
+                cgroup.kill_all();
+            }
+        }
+        shared.stop_reading();
+    }
+}
+
+impl Execution {
+    /// Starts the command. Fails with a clear error (and the exit code for
+    /// it) when the working directory or the program is unusable.
+    pub fn spawn(spec: SpawnSpec) -> Result<Execution, ExecError> {
+        let Some(program_name) = spec.argv.first().cloned() else {
+            return Err(ExecError::EmptyCommand);
+        };
+        resolve::check_workdir(&spec.cwd)?;
+        let command_program = resolve::resolve_program(&program_name, &spec.cwd, &spec.env)?;
+        let mut argv = spec.wrapper.clone();
+        argv.extend(spec.argv.iter().cloned());
+        let program = if spec.wrapper.is_empty() {
+            command_program
+        } else {
+            let wrapper = argv[0].clone();
+            resolve::resolve_program(&wrapper, &spec.cwd, &spec.env)?
+        };
+        let watch_error = |source| ExecError::Watch {
+            program: program_name.clone(),
+            source,
+        };
+        let cgroup = if spec.use_cgroup {
+            CgroupGuard::create(&spec.session_tag).ok()
+        } else {
+            None
+        };
+        let (stdio, master) = if spec.tty {
+            let pair = pty::open().map_err(|source| ExecError::Pty {
+                program: program_name.clone(),
+                source,
+            })?;
+            (ChildStdio::Pty(pair.slave), Some(pair.master))
+        } else {
+            (ChildStdio::Pipes, None)
+        };
+        let forked = spawner::fork_exec(ForkRequest {
+            program,
+            argv,
+            cwd: spec.cwd.clone(),
+            env: spec.env.clone(),
+            stdio,
+            cgroup_procs_fd: cgroup.as_ref().map(CgroupGuard::procs_fd),
+        })
+        .map_err(|source| spawn_error(&program_name, source))?;
+        let started_at = Instant::now();
+        let mut child = forked.child;
+        let pid = child.id() as i32;
+        let mut sources = Vec::new();
+        let mut pty_master = None;
+        if let Some(master) = master {
+            pty_master = Some(master.try_clone().map_err(watch_error)?);
+            sources.push(Source {
+                fd: master,
+                kind: StreamKind::Stdout,
+                crlf: Some(CrlfNormalizer::default()),
+            });
+        }
+        for (pipe, kind) in [
+            (child.stdout.take().map(OwnedFd::from), StreamKind::Stdout),
+            (child.stderr.take().map(OwnedFd::from), StreamKind::Stderr),
+        ] {
+            if let Some(fd) = pipe {
+                pty::set_nonblocking(&fd).map_err(watch_error)?;
+                enlarge_pipe(&fd);
+                sources.push(Source {
+                    fd,
+                    kind,
+                    crlf: None,
+                });
+            }
+        }
+        let (wake_tx, wake_rx) = UnixStream::pair().map_err(watch_error)?;
+        wake_tx.set_nonblocking(true).map_err(watch_error)?;
+        wake_rx.set_nonblocking(true).map_err(watch_error)?;
+        let pidfd = pump::pidfd_open(pid);
+        let (events, _) = tokio::sync::watch::channel(0u64);
+        let shared = Arc::new(Shared {
+            pid,
+            tag: spec.session_tag.clone(),
+            tty: spec.tty,
+            started_at,
+            kill_grace: spec.kill_grace,
+            drain: spec.drain,
+            cgroup,
+            pty_master,
+            state: Mutex::new(State::new(captures_for(&spec))),
+            changed: std::sync::Condvar::new(),
+            events,
+            wake: wake_tx,
+            kill_lock: Mutex::new(()),
+        });
+        let pump_shared = Arc::clone(&shared);
+        let known = forked.known;
+        std::thread::Builder::new()
+            .name(format!("agent-reach-pump-{pid}"))
+            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, known))
+            .map_err(watch_error)?;
+        if let Some(timeout) = spec.timeout {
+            let watch_shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(format!("agent-reach-timeout-{pid}"))
+                .spawn(move || enforce_timeout(&watch_shared, started_at + timeout))
+                .map_err(watch_error)?;
+        }
+        Ok(Execution {
+            owner: Arc::new(Owner {
+                shared,
+                spec,
+                completed: tokio::sync::Mutex::new(None),
+            }),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.owner.shared
+    }
+
+    /// The command's process id (also its process group and session id).
+    pub fn pid(&self) -> u32 {
+        self.shared().pid as u32
+    }
+
+    /// Whether it runs on a PTY.
+    pub fn is_tty(&self) -> bool {
+        self.shared().tty
+    }
+
+    /// The spec it was started from.
+    pub fn spec(&self) -> &SpawnSpec {
+        &self.owner.spec
+    }
+
+    /// How it ended; `None` while it runs.
+    pub fn exit_info(&self) -> Option<ExitInfo> {
+        self.shared().lock().exit
+    }
+
+    /// When it was started.
+    pub fn started_at(&self) -> Instant {
+        self.shared().started_at
+    }
+
+    /// When output last arrived, if any did.
+    pub fn last_output_at(&self) -> Option<Instant> {
+        self.shared().lock().last_output_at
+    }
+
+    /// Whether all output has been read (every pipe closed, or reading was
+    /// stopped at the drain bound).
+    pub fn output_done(&self) -> bool {
+        self.shared().lock().output_done
+    }
+
+    /// Waits until the command exits, `wait_for` matches the output that
+    /// arrived since the last [`take_output`](Self::take_output), or `until`.
+    /// This is the sessions' yield: it never kills anything.
+    pub async fn wait(&self, until: Instant, wait_for: Option<&Regex>) -> WaitEnd {
+        let mut events = self.shared().events.subscribe();
+        loop {
+            events.borrow_and_update();
+            if let Some(end) = self.check_wait(wait_for) {
+                return end;
+            }
+            let now = Instant::now();
+            if now >= until {
+                return WaitEnd::Deadline;
+            }
+            let exited_settle = self.shared().lock().exited_at.map(|at| at + EXIT_SETTLE);
+            let wake_at = exited_settle.map_or(until, |s| s.min(until));
+            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(wake_at));
+            tokio::select! {
+                changed = events.changed() => {
+                    if changed.is_err() {
+                        // The sender lives as long as we do; be safe anyway.
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                () = sleep => {}
+            }
+        }
+    }
+
+    fn check_wait(&self, wait_for: Option<&Regex>) -> Option<WaitEnd> {
+        let mut state = self.shared().lock();
+        if let Some(exited_at) = state.exited_at
+            && (state.output_done || exited_at.elapsed() >= EXIT_SETTLE)
+        {
+            return Some(WaitEnd::Exited);
+        }
+        let pattern = wait_for?;
+        // Re-search a little before the new bytes so a match that straddles
+        // two reads is found.
+        let from = state.match_scanned.saturating_sub(4096);
+        let from = floor_char_boundary(&state.match_buf, from);
+        let text = String::from_utf8_lossy(&state.match_buf[from..]);
+        if pattern.is_match(&text) {
+            return Some(WaitEnd::Matched);
+        }
+        state.match_scanned = state.match_buf.len();
+        None
+    }
+
+    /// What arrived since the last take, rendered (both streams, or the one
+    /// merged stream of a session).
+    pub fn take_output(&self, opts: &RenderOptions) -> Rendered {
+        let mut state = self.shared().lock();
+        state.match_buf.clear();
+        state.match_scanned = 0;
+        state.captures.take_window(opts)
+    }
+
+    /// Writes to the command's terminal. On pipes stdin is /dev/null and
+    /// this fails with [`ExecError::StdinClosed`].
+    pub fn write_stdin(&self, bytes: &[u8]) -> Result<(), ExecError> {
+        let pid = self.pid();
+        let Some(master) = &self.shared().pty_master else {
+            return Err(ExecError::StdinClosed { pid });
+        };
+        if self.exit_info().is_some() {
+            return Err(ExecError::Exited { pid });
+        }
+        write_all_bounded(master, bytes, STDIN_WRITE_TIMEOUT)
+            .map_err(|source| ExecError::StdinWrite { pid, source })
+    }
+
+    /// The process group in the foreground of the PTY (a shell's current
+    /// job), for telling whether the command waits for input.
+    pub fn pty_foreground_pgid(&self) -> Option<i32> {
+        self.shared()
+            .pty_master
+            .as_ref()
+            .and_then(pty::foreground_pgid)
+    }
+
+    /// Whether the foreground process of the PTY is blocked reading the
+    /// terminal: the command waits for input, and its prompt is the end of
+    /// the output. Always false on pipes.
+    pub fn awaiting_input(&self) -> bool {
+        self.pty_foreground_pgid()
+            .is_some_and(super::procfs::group_reads_terminal)
+    }
+
+    /// Kills the command and everything it started (SIGTERM, grace,
+    /// SIGKILL), then drains the output within its bound.
+    pub async fn terminate(&self) -> KillReport {
+        let shared = Arc::clone(&self.owner.shared);
+        tokio::task::spawn_blocking(move || kill::terminate(&shared))
+            .await
+            .unwrap_or_default()
+    }
+
+    /// Waits for the exit (the command timeout applies), gives the output a
+    /// moment, kills whatever the command left behind, drains within the
+    /// bound and renders stdout and stderr. Calling it again returns the
+    /// same result.
+    pub async fn finish(&self, opts: &RenderOptions) -> Completed {
+        let mut cached = self.owner.completed.lock().await;
+        if let Some(done) = cached.as_ref() {
+            return done.clone();
+        }
+        let shared = Arc::clone(&self.owner.shared);
+        let cleanup = tokio::task::spawn_blocking(move || finish_blocking(&shared)).await;
+        let survivors = cleanup.unwrap_or_default();
+        let completed = Completed::build(self, opts, survivors);
+        *cached = Some(completed.clone());
+        completed
+    }
+
+    pub(super) fn with_state<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.shared().lock())
+    }
+}
+
+/// The blocking part of `finish`: returns the survivors.
+fn finish_blocking(shared: &Shared) -> Vec<u32> {
+    shared.wait_blocking(far_future(), |s| s.exit.is_some());
+    let _ = shared.wait_blocking(Instant::now() + EXIT_SETTLE, |s| s.output_done);
+    if !kill::members(shared, false).is_empty() || !shared.lock().output_done {
+        kill::kill_everything(shared);
+    }
+    kill::drain(shared);
+    spawner::reap_orphans();
+    shared.lock().survivors.clone()
+}
+
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
+}
+
+/// The command timeout: waits for the exit or the deadline; at the
+/// deadline marks the execution timed out and kills it.
+fn enforce_timeout(shared: &Shared, deadline: Instant) {
+    if shared.wait_blocking(deadline, |s| s.exit.is_some()) {
+        return;
+    }
+    {
+        let mut state = shared.lock();
+        if state.exit.is_some() {
+            return;
+        }
+        state.timed_out = true;
+    }
+    kill::terminate(shared);
+}
+
+fn captures_for(spec: &SpawnSpec) -> Captures {
+    let config = |label: &str| SinkConfig {
+        cap_bytes: spec.limits.cap_bytes,
+        secrets: spec.secrets.clone(),
+        keep_color: spec.limits.keep_color,
+        tty: spec.tty,
+        label: format!("{}-{label}", spec.session_tag),
+        home: spec.home.clone(),
+        spill: spec.limits.spill,
+        spill_cap_bytes: spec.limits.spill_cap_bytes,
+    };
+    if spec.merge_output || spec.tty {
+        Captures::Merged(Sink::new(config("output")))
+    } else {
+        Captures::Separate {
+            stdout: Sink::new(config("stdout")),
+            stderr: Sink::new(config("stderr")),
+        }
+    }
+}
+
+fn spawn_error(program: &std::ffi::OsStr, source: std::io::Error) -> ExecError {
+    let program = program.to_owned();
+    match source.raw_os_error() {
+        Some(libc::ENOENT) => ExecError::NotFound { program },
+        Some(libc::EACCES | libc::ENOEXEC | libc::EISDIR | libc::ETXTBSY | libc::EPERM) => {
+            ExecError::NotExecutable { program, source }
+        }
+        _ => ExecError::Spawn { program, source },
+    }
+}
+
+/// A bigger pipe means fewer wake-ups per megabyte of output.
+fn enlarge_pipe(fd: &OwnedFd) {
+    // SAFETY: F_SETPIPE_SZ on a pipe we own; failure is harmless.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1024 * 1024) };
+}
+
+fn floor_char_boundary(bytes: &[u8], mut index: usize) -> usize {
+    index = index.min(bytes.len());
+    while index > 0 && index < bytes.len() && (bytes[index] & 0xC0) == 0x80 {
+        index -= 1;
+    }
+    index
+}
+
+fn write_all_bounded(fd: &OwnedFd, mut bytes: &[u8], limit: Duration) -> std::io::Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let deadline = Instant::now() + limit;
+    while !bytes.is_empty() {
+        // SAFETY: writing from a slice we hold to a descriptor we own.
+        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        if n > 0 {
+            bytes = &bytes[n as usize..];
+            continue;
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EAGAIN) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the command did not read its input in time",
+                    ));
+                }
+                let millis = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
+                let _ = poll(&mut fds, PollTimeout::from(millis));
+            }
+            Some(libc::EINTR) => {}
+            _ => return Err(err),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! Ending an execution so that nothing it started survives: SIGTERM to
+//! everything that belongs to it, a grace period, SIGKILL, repeated until
+//! nothing is left or a bound runs out; then a bounded drain of the output.
+//!
+//! What belongs to an execution: its process group (the command is a session
+//! leader), its cgroup when it has one (escapes by `setsid` or double forks
+//! stay inside), and every live process whose environment carries its
+//! session tag (the fallback that also works without cgroups). A process
+//! that is still there after the last SIGKILL is reported as a survivor.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::env::SESSION_VAR;
+use super::procfs;
+use super::spawner;
+use super::state::Shared;
+
+/// How often we look again whether everything is gone.
+const POLL: Duration = Duration::from_millis(10);
+/// How long SIGKILL is repeated (for processes forked while we kill, and
+/// for the kernel to finish the ones that got it) before giving up.
+const KILL_CONFIRM: Duration = Duration::from_secs(1);
+
+/// What a termination did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KillReport {
+    /// Processes it signalled (the command and what it started).
+    pub signalled: Vec<u32>,
+    /// SIGKILL was needed: something outlived the grace period.
+    pub escalated: bool,
+    /// Processes still alive after the last SIGKILL.
+    pub survivors: Vec<u32>,
+}
+
+/// Live processes that belong to the execution, the command included while
+/// it has not exited. `thorough` adds the `/proc` scan for the session tag
+/// even when a cgroup holds the execution.
+pub fn members(shared: &Shared, thorough: bool) -> BTreeSet<i32> {
+    let mut pids = BTreeSet::new();
+    if shared.lock().exit.is_none() && procfs::is_alive(shared.pid) {
+        pids.insert(shared.pid);
+    }
+    if let Some(cgroup) = &shared.cgroup {
+        pids.extend(cgroup.members());
+    }
+    if shared.cgroup.is_none() || thorough {
+        pids.extend(procfs::tagged_pids(SESSION_VAR, &shared.tag));
+        pids.extend(procfs::group_members(shared.pid));
+    }
+    pids.remove(&(std::process::id() as i32));
+    pids
+}
+
+fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
+    // SAFETY: kill has no memory-safety preconditions. The group id is the
+    // command's pid, reserved for the group while any member lives.
+    unsafe {
+        libc::kill(-shared.pid, signal);
+        for pid in pids {
+            libc::kill(*pid, signal);
+            if signal == libc::SIGTERM {
+                // A stopped process would hold SIGTERM pending forever.
+                libc::kill(*pid, libc::SIGCONT);
+            }
+        }
+    }
+    if signal == libc::SIGKILL
+        && let Some(cgroup) = &shared.cgroup
+    {
+        cgroup.kill_all();
+    }
+}
+
+/// SIGTERM, grace, SIGKILL until nothing that belongs to the execution is
+/// left; records survivors in the shared state. Blocking.
+pub fn kill_everything(shared: &Shared) -> KillReport {
+    let _one_at_a_time = shared.kill_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut report = KillReport::default();
+    let mut targets = members(shared, true);
+    if targets.is_empty() {
+        return report;
+    }
+    report.signalled = targets.iter().map(|p| *p as u32).collect();
+    signal_all(shared, &targets, libc::SIGTERM);
+    let grace_end = Instant::now() + shared.kill_grace;
+    loop {
+        std::thread::sleep(POLL);
+        targets = members(shared, false);
+        if targets.is_empty() || Instant::now() >= grace_end {
+            break;
+        }
+    }
+    let confirm_end = Instant::now() + KILL_CONFIRM;
+    targets = members(shared, true);
+    while !targets.is_empty() {
+        report.escalated = true;
+        signal_all(shared, &targets, libc::SIGKILL);
+        for pid in &targets {
+            let pid = *pid as u32;
+            if !report.signalled.contains(&pid) {
+                report.signalled.push(pid);
+            }
+        }
+        if Instant::now() >= confirm_end {
+            break;
+        }
+        std::thread::sleep(POLL);
+        targets = members(shared, true);
+    }
+    report.survivors = targets.iter().map(|p| *p as u32).collect();
+    spawner::reap_orphans();
+    shared.lock().survivors = report.survivors.clone();
+    report
+}
+
+/// Waits up to the drain bound for the output to close, then stops reading.
+pub fn drain(shared: &Shared) {
+    let deadline = Instant::now() + shared.drain;
+    if !shared.wait_blocking(deadline, |s| s.output_done) {
+        shared.stop_reading();
+        // The pump only has to notice the flag: a short, bounded wait.
+        let _ = shared.wait_blocking(Instant::now() + Duration::from_millis(500), |s| {
+            s.output_done
+        });
+    }
+}
+
+/// The whole explicit termination: kill everything, then drain.
+pub fn terminate(shared: &Shared) -> KillReport {
+    let report = kill_everything(shared);
+    // The command itself is gone or unkillable; its exit shows shortly.
+    let _ = shared.wait_blocking(Instant::now() + Duration::from_millis(500), |s| {
+        s.exit.is_some()
+    });
+    drain(shared);
+    spawner::reap_orphans();
+    report
+}

@@ -1,0 +1,208 @@
+//! Reading `/proc`: which processes carry an execution's session tag, which
+//! are still alive (a zombie is dead for our purposes), who our children are.
+//!
+//! Every read tolerates processes vanishing under it: a process that is gone
+//! between listing and reading simply is not reported.
+
+use std::fs;
+use std::io::Read;
+
+/// The state letter and parent, process group and session of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub state: u8,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub session: i32,
+}
+
+impl ProcStat {
+    /// Whether the process still runs code (not a zombie, not being reaped).
+    pub fn is_alive(&self) -> bool {
+        !matches!(self.state, b'Z' | b'X' | b'x')
+    }
+}
+
+/// Parses the contents of `/proc/PID/stat`. The command name may hold spaces
+/// and parentheses, so the fields are counted from the last `)`.
+pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    let session = fields.next()?.parse().ok()?;
+    Some(ProcStat {
+        pid,
+        state,
+        ppid,
+        pgrp,
+        session,
+    })
+}
+
+/// The stat of one process, `None` when it is gone.
+pub fn stat(pid: i32) -> Option<ProcStat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(pid, &text)
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    stat(pid).is_some_and(|s| s.is_alive())
+}
+
+/// Every pid in `/proc` except our own.
+pub fn all_pids() -> Vec<i32> {
+    let own = std::process::id() as i32;
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter(|pid| *pid != own)
+        .collect()
+}
+
+/// Whether a raw `environ` block holds exactly `NAME=VALUE` as one entry.
+pub fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
+    environ.split(|b| *b == 0).any(|e| e == entry)
+}
+
+/// Live processes whose environment carries `name=tag`.
+pub fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
+    let entry = format!("{name}={tag}").into_bytes();
+    let mut buf = Vec::with_capacity(8192);
+    all_pids()
+        .into_iter()
+        .filter(|pid| {
+            buf.clear();
+            let read = fs::File::open(format!("/proc/{pid}/environ"))
+                .and_then(|mut f| f.read_to_end(&mut buf));
+            read.is_ok() && environ_has(&buf, &entry) && is_alive(*pid)
+        })
+        .collect()
+}
+
+/// Live processes in process group `pgrp`.
+pub fn group_members(pgrp: i32) -> Vec<i32> {
+    all_pids()
+        .into_iter()
+        .filter_map(stat)
+        .filter(|s| s.pgrp == pgrp && s.is_alive())
+        .map(|s| s.pid)
+        .collect()
+}
+
+/// Our own children, zombies included: from `/proc/self/task/*/children`
+/// where the kernel has it, else from every process's parent.
+pub fn own_children() -> Vec<i32> {
+    let own = std::process::id() as i32;
+    let mut children = Vec::new();
+    let mut have_children_files = false;
+    if let Ok(tasks) = fs::read_dir("/proc/self/task") {
+        for task in tasks.filter_map(|t| t.ok()) {
+            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
+                have_children_files = true;
+                children.extend(
+                    text.split_ascii_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+        }
+    }
+    if !have_children_files {
+        children = all_pids()
+            .into_iter()
+            .filter_map(stat)
+            .filter(|s| s.ppid == own)
+            .map(|s| s.pid)
+            .collect();
+    }
+    children.sort_unstable();
+    children.dedup();
+    children
+}
+
+/// Whether a live member of process group `pgrp` is blocked reading a
+/// terminal: in `read` on a terminal descriptor, or waiting in
+/// `select`/`poll` with a terminal on stdin (shells, REPLs, readline).
+pub fn group_reads_terminal(pgrp: i32) -> bool {
+    group_members(pgrp).into_iter().any(reads_terminal)
+}
+
+fn reads_terminal(pid: i32) -> bool {
+    let Ok(syscall) = fs::read_to_string(format!("/proc/{pid}/syscall")) else {
+        return false;
+    };
+    let mut fields = syscall.split_ascii_whitespace();
+    let Some(nr) = fields.next().and_then(|n| n.parse::<i64>().ok()) else {
+        return false;
+    };
+    let first_arg = fields
+        .next()
+        .and_then(|a| i64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    let is_terminal = |fd: i64| {
+        fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+            .map(|target| {
+                let target = target.to_string_lossy();
+                target.starts_with("/dev/pts/") || target == "/dev/tty" || target == "/dev/ptmx"
+            })
+            .unwrap_or(false)
+    };
+    if nr == libc::SYS_read || nr == libc::SYS_readv {
+        return first_arg.is_some_and(is_terminal);
+    }
+    WAITING_SYSCALLS.contains(&nr) && is_terminal(0)
+}
+
+/// The system calls an interactive program waits for its terminal in.
+#[cfg(target_arch = "x86_64")]
+const WAITING_SYSCALLS: &[i64] = &[
+    libc::SYS_select,
+    libc::SYS_pselect6,
+    libc::SYS_poll,
+    libc::SYS_ppoll,
+];
+#[cfg(not(target_arch = "x86_64"))]
+const WAITING_SYSCALLS: &[i64] = &[libc::SYS_pselect6, libc::SYS_ppoll];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_survives_odd_command_names() {
+        let s = parse_stat(42, "42 (a) b (c)) S 1 42 40 0 -1").unwrap();
+        assert_eq!(s.state, b'S');
+        assert_eq!((s.ppid, s.pgrp, s.session), (1, 42, 40));
+        assert!(s.is_alive());
+        let z = parse_stat(43, "43 (x) Z 1 43 43 0").unwrap();
+        assert!(!z.is_alive());
+        assert!(parse_stat(1, "garbage").is_none());
+    }
+
+    #[test]
+    fn environ_match_is_whole_entries_only() {
+        let env = b"A=1\0AGENT_REACH_SESSION=ar-1-2\0B=2\0";
+        assert!(environ_has(env, b"AGENT_REACH_SESSION=ar-1-2"));
+        assert!(!environ_has(env, b"AGENT_REACH_SESSION=ar-1"));
+        assert!(!environ_has(env, b"AGENT_REACH_SESSION=ar-1-22"));
+    }
+
+    #[test]
+    fn our_own_process_is_alive_and_a_child_shows_up() {
+        assert!(is_alive(std::process::id() as i32));
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert!(own_children().contains(&pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!is_alive(pid));
+    }
+}

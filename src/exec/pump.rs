@@ -1,0 +1,250 @@
+//! The pump: one thread per execution that reads its output and notices its
+//! exit, so neither a full pipe nor a slow caller can block the command.
+//!
+//! It polls the output descriptors, a pidfd for the exit (a 20 ms tick where
+//! the kernel has no pidfd) and a wake-up socket. Output already in the pipes
+//! when the exit shows is read before the exit is reported, so a caller that
+//! sees the exit also sees the last lines. The pump never decides to stop
+//! reading on its own while a descriptor is open: `stop_reading` (the drain
+//! bound, set by the caller) does.
+
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::Instant;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use super::pty::CrlfNormalizer;
+use super::spawner::KnownChildGuard;
+use super::state::{ExitInfo, Shared, StreamKind};
+
+/// Bytes read per `read` call.
+const CHUNK: usize = 256 * 1024;
+/// Bytes read after the exit shows, before it is reported, at most (a
+/// grandchild flooding the pipe must not delay the report forever).
+const FINAL_READ_LIMIT: usize = 8 * 1024 * 1024;
+/// How often the exit is polled without a pidfd.
+const TICK_MS: u16 = 20;
+
+/// One output descriptor.
+#[derive(Debug)]
+pub struct Source {
+    pub fd: OwnedFd,
+    pub kind: StreamKind,
+    /// `Some` on a PTY: `\r\n` back to `\n`.
+    pub crlf: Option<CrlfNormalizer>,
+}
+
+/// What a read attempt found.
+enum ReadOutcome {
+    Data(usize),
+    WouldBlock,
+    Closed,
+}
+
+/// Opens a pidfd for `pid`, when the kernel has them.
+pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes plain integers; a non-negative result is a new
+    // descriptor we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Runs the pump until every source is closed (or reading was stopped) and
+/// the exit is collected.
+pub fn run(
+    shared: Arc<Shared>,
+    mut sources: Vec<Source>,
+    pidfd: Option<OwnedFd>,
+    wake: UnixStream,
+    known: KnownChildGuard,
+) {
+    let mut pidfd = pidfd;
+    let mut known = Some(known);
+    let mut buf = vec![0u8; CHUNK];
+    let mut exited = false;
+    loop {
+        if shared.lock().stop_reading && !sources.is_empty() {
+            finish_sources(&shared, &mut sources);
+        }
+        if exited && sources.is_empty() {
+            break;
+        }
+        let (ready, pid_ready, wake_ready) = wait_ready(&sources, pidfd.as_ref(), &wake, exited);
+        let mut closed = Vec::new();
+        for (index, source) in sources.iter_mut().enumerate() {
+            if ready.get(index).copied().unwrap_or(false)
+                && let ReadOutcome::Closed = read_once(&shared, source, &mut buf)
+            {
+                closed.push(index);
+            }
+        }
+        close_sources(&shared, &mut sources, closed);
+        if wake_ready {
+            let mut sink = [0u8; 64];
+            while matches!((&wake).read(&mut sink), Ok(n) if n > 0) {}
+        }
+        if !exited && (pid_ready || pidfd.is_none()) {
+            exited = collect_exit(&shared, &mut sources, &mut buf);
+            if exited {
+                pidfd = None;
+                // Reaped: the pid is no longer ours to protect from the reaper.
+                known = None;
+            }
+        }
+    }
+    drop(known);
+    let mut state = shared.lock();
+    state.captures.finish();
+    state.output_done = true;
+    drop(state);
+    shared.notify();
+}
+
+fn wait_ready(
+    sources: &[Source],
+    pidfd: Option<&OwnedFd>,
+    wake: &UnixStream,
+    exited: bool,
+) -> (Vec<bool>, bool, bool) {
+    let mut fds: Vec<PollFd> = sources
+        .iter()
+        .map(|s| PollFd::new(s.fd.as_fd(), PollFlags::POLLIN))
+        .collect();
+    let pid_index = match pidfd {
+        Some(fd) if !exited => {
+            fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            Some(fds.len() - 1)
+        }
+        _ => None,
+    };
+    fds.push(PollFd::new(wake.as_fd(), PollFlags::POLLIN));
+    let wake_index = fds.len() - 1;
+    let timeout = if !exited && pidfd.is_none() {
+        PollTimeout::from(TICK_MS)
+    } else {
+        PollTimeout::NONE
+    };
+    if poll(&mut fds, timeout).is_err() {
+        // EINTR: just look again.
+        return (vec![false; sources.len()], false, false);
+    }
+    let hit = |fd: &PollFd| {
+        fd.revents().is_some_and(|r| {
+            r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+        })
+    };
+    let ready = fds[..sources.len()].iter().map(hit).collect();
+    let pid_ready = pid_index.is_some_and(|i| hit(&fds[i]));
+    (ready, pid_ready, hit(&fds[wake_index]))
+}
+
+fn read_once(shared: &Shared, source: &mut Source, buf: &mut [u8]) -> ReadOutcome {
+    let fd: BorrowedFd<'_> = source.fd.as_fd();
+    // SAFETY: reading into a buffer we own, from a descriptor we own.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n > 0 {
+        let n = n as usize;
+        deliver(shared, source, &buf[..n]);
+        return ReadOutcome::Data(n);
+    }
+    if n == 0 {
+        return ReadOutcome::Closed;
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EINTR) => ReadOutcome::WouldBlock,
+        // EIO: every holder of the PTY slave is gone.
+        _ => ReadOutcome::Closed,
+    }
+}
+
+fn deliver(shared: &Shared, source: &mut Source, bytes: &[u8]) {
+    let normalized;
+    let bytes = match source.crlf.as_mut() {
+        Some(crlf) => {
+            normalized = crlf.push(bytes);
+            &normalized[..]
+        }
+        None => bytes,
+    };
+    if bytes.is_empty() {
+        return;
+    }
+    let mut state = shared.lock();
+    state.last_output_at = Some(Instant::now());
+    state.captures.sink(source.kind).push(bytes);
+    state.remember_for_matching(bytes);
+    drop(state);
+    shared.notify();
+}
+
+fn close_sources(shared: &Shared, sources: &mut Vec<Source>, mut closed: Vec<usize>) {
+    closed.sort_unstable();
+    for index in closed.into_iter().rev() {
+        let mut source = sources.remove(index);
+        flush_normalizer(shared, &mut source);
+    }
+}
+
+fn finish_sources(shared: &Shared, sources: &mut Vec<Source>) {
+    for mut source in sources.drain(..) {
+        flush_normalizer(shared, &mut source);
+    }
+}
+
+fn flush_normalizer(shared: &Shared, source: &mut Source) {
+    if let Some(rest) = source.crlf.as_mut().map(CrlfNormalizer::finish)
+        && !rest.is_empty()
+    {
+        shared.lock().captures.sink(source.kind).push(&rest);
+    }
+}
+
+/// Reads what is already in the pipes, then reaps the child if it exited.
+fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> bool {
+    let mut status = 0;
+    // SAFETY: WNOHANG|WNOWAIT only peeks at our own child's state.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let peek = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            shared.pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid to read for a waitid result.
+    if peek != 0 || unsafe { info.si_pid() } == 0 {
+        return false;
+    }
+    let mut read_total = 0;
+    let mut closed = Vec::new();
+    for (index, source) in sources.iter_mut().enumerate() {
+        while read_total < FINAL_READ_LIMIT {
+            match read_once(shared, source, buf) {
+                ReadOutcome::Data(n) => read_total += n,
+                ReadOutcome::WouldBlock => break,
+                ReadOutcome::Closed => {
+                    closed.push(index);
+                    break;
+                }
+            }
+        }
+    }
+    close_sources(shared, sources, closed);
+    // SAFETY: reaping our own child, whose exit we just saw.
+    let reaped = unsafe { libc::waitpid(shared.pid, &mut status, libc::WNOHANG) };
+    if reaped != shared.pid {
+        return false;
+    }
+    let mut state = shared.lock();
+    let exit = ExitInfo::from_wait_status(status, state.timed_out);
+    state.exit = Some(exit);
+    state.exited_at = Some(Instant::now());
+    drop(state);
+    shared.notify();
+    true
+}

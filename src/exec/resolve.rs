@@ -1,0 +1,194 @@
+//! Checks before a start that turn the usual failures into clear errors with
+//! the right exit code: the working directory (never silently replaced by
+//! another), and the program looked up on the child's PATH, relative to the
+//! child's working directory, with "not found" (127) told apart from "found
+//! but not executable" (126).
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::error::ExecError;
+
+/// Checks that `cwd` is a directory we can enter.
+pub fn check_workdir(cwd: &Path) -> Result<(), ExecError> {
+    match std::fs::metadata(cwd) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Err(ExecError::WorkdirNotDirectory {
+                path: cwd.to_owned(),
+            });
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ExecError::WorkdirMissing {
+                path: cwd.to_owned(),
+            });
+        }
+        Err(source) => {
+            return Err(ExecError::WorkdirUnusable {
+                path: cwd.to_owned(),
+                source,
+            });
+        }
+    }
+    // Search permission is what chdir needs; reading the listing is not.
+    nix::unistd::access(cwd, nix::unistd::AccessFlags::X_OK).map_err(|errno| {
+        ExecError::WorkdirUnusable {
+            path: cwd.to_owned(),
+            source: std::io::Error::from(errno),
+        }
+    })
+}
+
+/// The file `program` names for a child with environment `env` in `cwd`.
+pub fn resolve_program(
+    program: &OsStr,
+    cwd: &Path,
+    env: &BTreeMap<OsString, OsString>,
+) -> Result<PathBuf, ExecError> {
+    if program.is_empty() {
+        return Err(ExecError::NotFound {
+            program: program.to_owned(),
+        });
+    }
+    if program.as_bytes().contains(&b'/') {
+        let path = cwd.join(program);
+        return match candidate(&path) {
+            Candidate::Executable => Ok(path),
+            Candidate::Missing => Err(ExecError::NotFound {
+                program: program.to_owned(),
+            }),
+            Candidate::NotExecutable(source) => Err(ExecError::NotExecutable {
+                program: program.to_owned(),
+                source,
+            }),
+        };
+    }
+    let path_var = env
+        .get(OsStr::new("PATH"))
+        .map(OsString::as_os_str)
+        .unwrap_or_default();
+    let mut refused = None;
+    for dir in std::env::split_paths(path_var) {
+        // An empty entry means the working directory, as in execvp.
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let path = cwd.join(dir).join(program);
+        match candidate(&path) {
+            Candidate::Executable => return Ok(path),
+            Candidate::Missing => {}
+            Candidate::NotExecutable(source) => {
+                refused.get_or_insert(source);
+            }
+        }
+    }
+    match refused {
+        Some(source) => Err(ExecError::NotExecutable {
+            program: program.to_owned(),
+            source,
+        }),
+        None => Err(ExecError::NotFound {
+            program: program.to_owned(),
+        }),
+    }
+}
+
+enum Candidate {
+    Executable,
+    Missing,
+    NotExecutable(std::io::Error),
+}
+
+fn candidate(path: &Path) -> Candidate {
+    match std::fs::metadata(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Candidate::Missing,
+        Err(err) if err.raw_os_error() == Some(libc::ENOTDIR) => Candidate::Missing,
+        Err(err) => Candidate::NotExecutable(err),
+        Ok(meta) if meta.is_dir() => Candidate::NotExecutable(std::io::Error::new(
+            std::io::ErrorKind::IsADirectory,
+            "is a directory",
+        )),
+        Ok(meta) if meta.permissions().mode() & 0o111 == 0 => Candidate::NotExecutable(
+            std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied"),
+        ),
+        Ok(_) => match nix::unistd::access(path, nix::unistd::AccessFlags::X_OK) {
+            Ok(()) => Candidate::Executable,
+            Err(errno) => Candidate::NotExecutable(errno.into()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_with_path(path: &str) -> BTreeMap<OsString, OsString> {
+        [(OsString::from("PATH"), OsString::from(path))].into()
+    }
+
+    fn make_file(dir: &Path, name: &str, mode: u32) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn finds_a_program_on_the_childs_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = make_file(dir.path(), "tool", 0o755);
+        let env = env_with_path(&format!("/nonexistent:{}", dir.path().display()));
+        assert_eq!(
+            resolve_program(OsStr::new("tool"), Path::new("/"), &env).unwrap(),
+            tool
+        );
+    }
+
+    #[test]
+    fn missing_is_not_found_and_unexecutable_is_126() {
+        let dir = tempfile::tempdir().unwrap();
+        make_file(dir.path(), "plain", 0o644);
+        let env = env_with_path(&dir.path().display().to_string());
+        let err = resolve_program(OsStr::new("nope"), Path::new("/"), &env).unwrap_err();
+        assert_eq!(err.exit_code(), 127);
+        let err = resolve_program(OsStr::new("plain"), Path::new("/"), &env).unwrap_err();
+        assert_eq!(err.exit_code(), 126);
+        let err = resolve_program(dir.path().as_os_str(), Path::new("/"), &env).unwrap_err();
+        assert_eq!(err.exit_code(), 126, "a directory cannot be executed");
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_childs_workdir() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = make_file(dir.path(), "run.sh", 0o755);
+        let env = env_with_path("/usr/bin");
+        assert_eq!(
+            resolve_program(OsStr::new("./run.sh"), dir.path(), &env).unwrap(),
+            dir.path().join("./run.sh")
+        );
+        assert!(script.exists());
+        let err = resolve_program(OsStr::new("./run.sh"), Path::new("/"), &env).unwrap_err();
+        assert_eq!(err.exit_code(), 127);
+    }
+
+    #[test]
+    fn workdir_checks_name_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(check_workdir(dir.path()).is_ok());
+        let missing = dir.path().join("gone");
+        assert!(matches!(
+            check_workdir(&missing),
+            Err(ExecError::WorkdirMissing { .. })
+        ));
+        let file = make_file(dir.path(), "f", 0o644);
+        assert!(matches!(
+            check_workdir(&file),
+            Err(ExecError::WorkdirNotDirectory { .. })
+        ));
+    }
+}

@@ -1,0 +1,262 @@
+//! Forking children from one long-lived thread, and knowing which children
+//! are ours to wait for.
+//!
+//! A parent-death signal (`PR_SET_PDEATHSIG`) fires when the *thread* that
+//! forked exits, not the process: forking from a tokio worker or a
+//! `spawn_blocking` thread that is later retired would kill a healthy
+//! command. So every fork happens on one thread started on first use that
+//! never exits. The same thread keeps the registry of children whose exit
+//! status someone else collects (each [`super::Execution`] waits for its own
+//! child): [`reap_orphans`] reaps every other child of ours, which, since
+//! agent-reach is a child subreaper, are the orphans of commands it ran.
+//! Anything else in the process that forks and waits must register its child
+//! ([`KnownChildGuard`]) or its status could be reaped here.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use super::procfs;
+
+/// Pids of children whose exit status belongs to someone (not to the reaper).
+static KNOWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+fn known() -> MutexGuard<'static, Option<HashSet<i32>>> {
+    KNOWN
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Marks a pid as waited for by its owner until dropped.
+#[derive(Debug)]
+pub struct KnownChildGuard {
+    pid: i32,
+}
+
+impl KnownChildGuard {
+    /// Registers a child some other code forked and will wait for.
+    pub fn register(pid: i32) -> Self {
+        known().get_or_insert_with(HashSet::new).insert(pid);
+        Self { pid }
+    }
+
+    /// The registered pid.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+}
+
+impl Drop for KnownChildGuard {
+    fn drop(&mut self) {
+        if let Some(set) = known().as_mut() {
+            set.remove(&self.pid);
+        }
+    }
+}
+
+/// Reaps every zombie child of ours that nobody registered: orphans of
+/// commands we ran, re-parented to us as their subreaper. Returns how many.
+pub fn reap_orphans() -> usize {
+    let guard = known();
+    let mut reaped = 0;
+    for pid in procfs::own_children() {
+        if guard.as_ref().is_some_and(|set| set.contains(&pid)) {
+            continue;
+        }
+        let mut status = 0;
+        // SAFETY: waitpid on a specific pid with WNOHANG has no preconditions.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+/// The stdio a child gets.
+#[derive(Debug)]
+pub enum ChildStdio {
+    /// stdin /dev/null, stdout and stderr piped to us.
+    Pipes,
+    /// All three on this PTY slave, which becomes the controlling terminal.
+    Pty(std::os::fd::OwnedFd),
+}
+
+/// What to fork and exec.
+#[derive(Debug)]
+pub struct ForkRequest {
+    /// The resolved executable.
+    pub program: PathBuf,
+    /// The full argv, argv[0] as the user gave it.
+    pub argv: Vec<OsString>,
+    pub cwd: PathBuf,
+    pub env: std::collections::BTreeMap<OsString, OsString>,
+    pub stdio: ChildStdio,
+    /// `cgroup.procs` of the execution's cgroup, open for writing.
+    pub cgroup_procs_fd: Option<RawFd>,
+}
+
+/// A started child and the registration that keeps the reaper off it.
+#[derive(Debug)]
+pub struct Forked {
+    pub child: Child,
+    pub known: KnownChildGuard,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+fn spawner() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
+    static SENDER: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+    SENDER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("agent-reach-spawner".into())
+                .spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                })
+                .ok()
+                .map(|_| Mutex::new(tx))
+        })
+        .as_ref()
+}
+
+/// Forks and execs on the spawner thread.
+pub fn fork_exec(request: ForkRequest) -> std::io::Result<Forked> {
+    let broken = || std::io::Error::other("the spawner thread is gone");
+    let sender = spawner().ok_or_else(broken)?;
+    let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let _ = reply_tx.send(fork_exec_here(request));
+    });
+    sender
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .send(job)
+        .map_err(|_| broken())?;
+    reply_rx.recv().map_err(|_| broken())?
+}
+
+fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
+    let mut command = Command::new(&request.program);
+    if let Some(arg0) = request.argv.first() {
+        command.arg0(arg0);
+    }
+    command
+        .args(request.argv.iter().skip(1))
+        .env_clear()
+        .envs(&request.env)
+        .current_dir(&request.cwd);
+    let tty = match request.stdio {
+        ChildStdio::Pipes => {
+            command
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            false
+        }
+        ChildStdio::Pty(slave) => {
+            command
+                .stdin(Stdio::from(slave.try_clone()?))
+                .stdout(Stdio::from(slave.try_clone()?))
+                .stderr(Stdio::from(slave));
+            true
+        }
+    };
+    let parent = std::process::id() as libc::pid_t;
+    let cgroup_fd = request.cgroup_procs_fd;
+    // SAFETY: the closure runs between fork and exec and only makes
+    // async-signal-safe system calls on values captured by copy.
+    unsafe {
+        command.pre_exec(move || in_child(parent, tty, cgroup_fd));
+    }
+    let mut known = known();
+    let child = command.spawn()?;
+    let pid = child.id() as i32;
+    known.get_or_insert_with(HashSet::new).insert(pid);
+    drop(known);
+    // The Command (and with it the parent's copies of the PTY slave) is
+    // dropped here, so the master sees EOF once the child's side closes.
+    drop(command);
+    Ok(Forked {
+        child,
+        known: KnownChildGuard { pid },
+    })
+}
+
+/// Runs in the child between fork and exec.
+fn in_child(parent: libc::pid_t, tty: bool, cgroup_fd: Option<RawFd>) -> std::io::Result<()> {
+    // SAFETY (whole function): only async-signal-safe system calls.
+    unsafe {
+        if let Some(fd) = cgroup_fd {
+            // Best effort: without it the session tag still finds escapees.
+            let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
+        }
+        // A session of its own: its own process group to signal as a whole,
+        // and no controlling terminal on pipes, so `/dev/tty` prompts (ssh,
+        // sudo, git credentials) fail at once instead of stopping it.
+        if libc::setsid() < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // The parent may have died before the death signal was armed.
+        if libc::getppid() != parent {
+            libc::_exit(125);
+        }
+        // Signals we ignore (started under nohup, say) must not stay
+        // ignored in the command.
+        for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(signal, libc::SIG_DFL);
+        }
+        // Inherited descriptors without close-on-exec (a caller's pipe, a
+        // jobserver) would keep our caller's pipes open through the command.
+        let _ = libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forks_on_the_spawner_thread_and_registers_the_child() {
+        let forked = fork_exec(ForkRequest {
+            program: "/bin/sh".into(),
+            argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
+            cwd: "/".into(),
+            env: Default::default(),
+            stdio: ChildStdio::Pipes,
+            cgroup_procs_fd: None,
+        })
+        .unwrap();
+        let pid = forked.known.pid();
+        assert!(known().as_ref().unwrap().contains(&pid));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        reap_orphans();
+        let mut child = forked.child;
+        assert_eq!(
+            child.wait().unwrap().code(),
+            Some(3),
+            "the reaper left our child alone"
+        );
+        drop(forked.known);
+        assert!(!known().as_ref().unwrap().contains(&pid));
+    }
+}

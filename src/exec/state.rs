@@ -1,0 +1,313 @@
+//! The state one execution shares between its pump thread, its timeout
+//! watcher and its callers, and the wake-ups that tell them it changed.
+//!
+//! Blocking code waits on the condvar; async callers on the watch channel,
+//! which counts events so that no change between a check and the wait is
+//! ever missed.
+
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::cgroup::CgroupGuard;
+use super::glue::{RenderOptions, Rendered, Sink};
+use crate::exit_code;
+use crate::result::Status;
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Its exit code when it exited by itself.
+    pub code: Option<i32>,
+    /// The signal that killed it.
+    pub signal: Option<i32>,
+    /// It was killed because its command timeout ran out.
+    pub timed_out: bool,
+}
+
+impl ExitInfo {
+    /// The code `run` exits with: the command's own, 124 at the timeout,
+    /// 128+N when killed by signal N.
+    pub fn exit_code(&self) -> i32 {
+        if self.timed_out {
+            return exit_code::TIMEOUT;
+        }
+        match (self.code, self.signal) {
+            (Some(code), _) => code,
+            (None, Some(signal)) => exit_code::for_signal(signal),
+            (None, None) => exit_code::INTERNAL,
+        }
+    }
+
+    /// The normalized result's status.
+    pub fn status(&self) -> Status {
+        if self.timed_out {
+            Status::Timeout
+        } else if self.code == Some(0) {
+            Status::Success
+        } else {
+            Status::Failure
+        }
+    }
+
+    /// Decodes a `waitpid` status.
+    pub fn from_wait_status(status: i32, timed_out: bool) -> Self {
+        if libc::WIFEXITED(status) {
+            Self {
+                code: Some(libc::WEXITSTATUS(status)),
+                signal: None,
+                timed_out,
+            }
+        } else {
+            Self {
+                code: None,
+                signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
+                timed_out,
+            }
+        }
+    }
+}
+
+/// Where output goes: each stream apart (one-shot results) or both in
+/// arrival order (sessions).
+#[derive(Debug)]
+pub enum Captures {
+    Separate { stdout: Sink, stderr: Sink },
+    Merged(Sink),
+}
+
+/// Which stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    Stdout,
+    Stderr,
+}
+
+impl Captures {
+    pub fn sink(&mut self, kind: StreamKind) -> &mut Sink {
+        match (self, kind) {
+            (Captures::Separate { stdout, .. }, StreamKind::Stdout) => stdout,
+            (Captures::Separate { stderr, .. }, StreamKind::Stderr) => stderr,
+            (Captures::Merged(sink), _) => sink,
+        }
+    }
+
+    pub fn finish(&mut self) {
+        match self {
+            Captures::Separate { stdout, stderr } => {
+                stdout.finish();
+                stderr.finish();
+            }
+            Captures::Merged(sink) => sink.finish(),
+        }
+    }
+
+    /// What arrived since the last take, both streams in one text.
+    pub fn take_window(&mut self, opts: &RenderOptions) -> Rendered {
+        match self {
+            Captures::Merged(sink) => sink.take_window(opts),
+            Captures::Separate { stdout, stderr } => {
+                let out = stdout.take_window(opts);
+                let err = stderr.take_window(opts);
+                join_rendered(out, err)
+            }
+        }
+    }
+}
+
+/// Two rendered texts one after the other, a newline between them when the
+/// first does not end in one.
+pub fn join_rendered(first: Rendered, second: Rendered) -> Rendered {
+    let mut text = first.text;
+    if !text.is_empty() && !second.text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&second.text);
+    Rendered {
+        text,
+        truncated: first.truncated || second.truncated,
+        original_bytes: first.original_bytes + second.original_bytes,
+        original_token_count: first.original_token_count + second.original_token_count,
+    }
+}
+
+/// Raw output kept for `wait_for` patterns: what arrived since the last
+/// take, at most this much (the newest).
+pub const MATCH_BUFFER_BYTES: usize = 1024 * 1024;
+
+/// The mutable part.
+#[derive(Debug)]
+pub struct State {
+    pub exit: Option<ExitInfo>,
+    pub exited_at: Option<Instant>,
+    pub timed_out: bool,
+    pub output_done: bool,
+    pub stop_reading: bool,
+    pub last_output_at: Option<Instant>,
+    pub captures: Captures,
+    pub match_buf: Vec<u8>,
+    /// Bytes of `match_buf` already searched without a match.
+    pub match_scanned: usize,
+    pub survivors: Vec<u32>,
+}
+
+impl State {
+    pub fn new(captures: Captures) -> Self {
+        Self {
+            exit: None,
+            exited_at: None,
+            timed_out: false,
+            output_done: false,
+            stop_reading: false,
+            last_output_at: None,
+            captures,
+            match_buf: Vec::new(),
+            match_scanned: 0,
+            survivors: Vec::new(),
+        }
+    }
+
+    /// Appends raw output to the `wait_for` buffer, dropping the oldest.
+    pub fn remember_for_matching(&mut self, bytes: &[u8]) {
+        self.match_buf.extend_from_slice(bytes);
+        if self.match_buf.len() > MATCH_BUFFER_BYTES {
+            let excess = self.match_buf.len() - MATCH_BUFFER_BYTES;
+            self.match_buf.drain(..excess);
+            self.match_scanned = self.match_scanned.saturating_sub(excess);
+        }
+    }
+}
+
+/// What the pump, the watcher and the callers share.
+#[derive(Debug)]
+pub struct Shared {
+    pub pid: i32,
+    pub tag: String,
+    pub tty: bool,
+    pub started_at: Instant,
+    pub kill_grace: Duration,
+    pub drain: Duration,
+    pub cgroup: Option<CgroupGuard>,
+    /// A copy of the PTY master for writing and for the foreground group.
+    pub pty_master: Option<OwnedFd>,
+    pub state: Mutex<State>,
+    pub changed: Condvar,
+    pub events: tokio::sync::watch::Sender<u64>,
+    /// One byte written here wakes the pump thread out of `poll`.
+    pub wake: UnixStream,
+    /// Only one termination runs at a time.
+    pub kill_lock: Mutex<()>,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Tells every waiter that something changed.
+    pub fn notify(&self) {
+        self.changed.notify_all();
+        self.events.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Wakes the pump so it looks at `stop_reading`.
+    pub fn wake_pump(&self) {
+        let _ = (&self.wake).write(&[1]);
+    }
+
+    /// Blocks until `done(state)` or the deadline; returns whether it held.
+    pub fn wait_blocking(&self, deadline: Instant, done: impl Fn(&State) -> bool) -> bool {
+        let mut state = self.lock();
+        loop {
+            if done(&state) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state = match self.changed.wait_timeout(state, deadline - now) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    /// Ends reading: whatever a grandchild still writes is not waited for.
+    pub fn stop_reading(&self) {
+        self.lock().stop_reading = true;
+        self.wake_pump();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_contract() {
+        let ok = ExitInfo {
+            code: Some(0),
+            signal: None,
+            timed_out: false,
+        };
+        assert_eq!((ok.exit_code(), ok.status()), (0, Status::Success));
+        let failed = ExitInfo {
+            code: Some(3),
+            signal: None,
+            timed_out: false,
+        };
+        assert_eq!((failed.exit_code(), failed.status()), (3, Status::Failure));
+        let killed = ExitInfo {
+            code: None,
+            signal: Some(9),
+            timed_out: false,
+        };
+        assert_eq!(
+            (killed.exit_code(), killed.status()),
+            (137, Status::Failure)
+        );
+        let timeout = ExitInfo {
+            code: None,
+            signal: Some(15),
+            timed_out: true,
+        };
+        assert_eq!(
+            (timeout.exit_code(), timeout.status()),
+            (124, Status::Timeout)
+        );
+    }
+
+    #[test]
+    fn decodes_wait_statuses() {
+        assert_eq!(ExitInfo::from_wait_status(3 << 8, false).code, Some(3));
+        let killed = ExitInfo::from_wait_status(libc::SIGKILL, false);
+        assert_eq!((killed.code, killed.signal), (None, Some(9)));
+    }
+
+    #[test]
+    fn match_buffer_keeps_the_newest_bytes() {
+        let mut state = State::new(Captures::Merged(Sink::new(
+            super::super::glue::SinkConfig {
+                cap_bytes: 10,
+                secrets: vec![],
+                keep_color: false,
+                tty: false,
+                label: "t".into(),
+                home: "/tmp".into(),
+                spill: false,
+                spill_cap_bytes: 0,
+            },
+        )));
+        state.remember_for_matching(&vec![b'a'; MATCH_BUFFER_BYTES]);
+        state.match_scanned = 100;
+        state.remember_for_matching(b"zz");
+        assert_eq!(state.match_buf.len(), MATCH_BUFFER_BYTES);
+        assert!(state.match_buf.ends_with(b"zz"));
+        assert_eq!(state.match_scanned, 98);
+    }
+}

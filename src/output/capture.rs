@@ -1,0 +1,343 @@
+//! One output stream from pipe to window: redaction, terminal clean-up, the
+//! spill file and the in-memory byte cap, in that order.
+//!
+//! Secrets are replaced first, so nothing later (memory, disk, the model)
+//! ever sees them. The spill file holds the cleaned text, the same text the
+//! head and tail are cut from, so the line numbers a fold marker names are
+//! exact: `sed -n 'A,Bp' FILE` prints what was left out.
+//!
+//! Sessions read a running command's output in windows: [`StreamCapture::take_window`]
+//! returns only what arrived since the last take. The unfinished last line
+//! (a prompt) is shown at once; when it is completed later, only its new
+//! part is shown again, unless it was redrawn.
+
+use std::path::PathBuf;
+
+use super::headtail::HeadTail;
+use super::redact::Redactor;
+use super::spill::SpillWriter;
+use super::terminal::TerminalCleaner;
+
+/// The default in-memory cap per stream.
+pub const DEFAULT_CAP_BYTES: usize = 1024 * 1024;
+
+/// How a stream is captured.
+#[derive(Debug)]
+pub struct CaptureConfig {
+    /// Bytes held in memory (head + tail); the rest is counted and spilled.
+    pub cap_bytes: usize,
+    /// Where the full cleaned output goes; `None` keeps no file.
+    pub spill: Option<SpillWriter>,
+    /// Secrets to replace before anything is kept.
+    pub redactor: Option<Redactor>,
+    /// Keep SGR colour sequences in the cleaned text.
+    pub keep_color: bool,
+    /// The stream comes from a PTY (informational: the clean-up is the
+    /// same, since programs draw on pipes too).
+    pub tty: bool,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        Self {
+            cap_bytes: DEFAULT_CAP_BYTES,
+            spill: None,
+            redactor: None,
+            keep_color: false,
+            tty: false,
+        }
+    }
+}
+
+/// A window of cleaned output: what a reply or a result shows, before
+/// folding to the token budget.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// The first bytes of the window's cleaned text.
+    pub head: Vec<u8>,
+    /// The last bytes of the window's finished text (after `omitted_bytes`).
+    pub tail: Vec<u8>,
+    /// The unfinished last line (a prompt, a progress bar): shown after the
+    /// tail, not yet in the spill file.
+    pub pending: Vec<u8>,
+    /// Cleaned bytes between head and tail that memory did not keep.
+    pub omitted_bytes: u64,
+    /// Raw bytes the command wrote in this window (before any clean-up).
+    pub total_bytes: u64,
+    /// Cleaned bytes of finished text in this window (head + omitted + tail).
+    pub cleaned_bytes: u64,
+    /// The spill file line (1-based) this window starts on.
+    pub first_line: u64,
+    /// Newlines in this window's finished text.
+    pub lines: u64,
+    /// The tail starts at the beginning of a line.
+    pub tail_starts_line: bool,
+    /// The window contained NUL bytes.
+    pub binary: bool,
+    /// The spill file holding the full cleaned output, if any.
+    pub spill_path: Option<PathBuf>,
+    /// Set when the spill file stopped early: only lines up to this number
+    /// are complete in it. With the reason.
+    pub spill_stopped: Option<(u64, String)>,
+}
+
+/// Captures one stream (or the merged streams of a session).
+#[derive(Debug)]
+pub struct StreamCapture {
+    cap_bytes: usize,
+    redactor: Option<Redactor>,
+    cleaner: TerminalCleaner,
+    spill: Option<SpillWriter>,
+    window: HeadTail,
+    window_raw_bytes: u64,
+    window_binary: bool,
+    window_first_line: u64,
+    committed_newlines: u64,
+    total_raw_bytes: u64,
+    /// The part of the unfinished line the last window already showed.
+    shown_pending: Vec<u8>,
+    finished: bool,
+}
+
+impl StreamCapture {
+    pub fn new(config: CaptureConfig) -> Self {
+        let redactor = config.redactor.filter(|r| !r.is_empty());
+        Self {
+            cap_bytes: config.cap_bytes,
+            redactor,
+            cleaner: TerminalCleaner::new(config.keep_color),
+            spill: config.spill,
+            window: HeadTail::new(config.cap_bytes),
+            window_raw_bytes: 0,
+            window_binary: false,
+            window_first_line: 1,
+            committed_newlines: 0,
+            total_raw_bytes: 0,
+            shown_pending: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// Takes the next chunk the command wrote. Never blocks, never fails:
+    /// past the cap bytes are still counted, cleaned and spilled.
+    pub fn push(&mut self, raw: &[u8]) {
+        if self.finished || raw.is_empty() {
+            return;
+        }
+        self.total_raw_bytes += raw.len() as u64;
+        self.window_raw_bytes += raw.len() as u64;
+        if !self.window_binary && memchr::memchr(0, raw).is_some() {
+            self.window_binary = true;
+        }
+        match &mut self.redactor {
+            Some(redactor) => {
+                let redacted = redactor.push(raw);
+                self.cleaner.push(&redacted);
+            }
+            None => self.cleaner.push(raw),
+        }
+        self.drain_committed();
+    }
+
+    /// The stream ended: releases held-back bytes and the unfinished line.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        if let Some(redactor) = &mut self.redactor {
+            let rest = redactor.finish();
+            self.cleaner.push(&rest);
+        }
+        self.cleaner.finish();
+        self.drain_committed();
+        self.finished = true;
+    }
+
+    fn drain_committed(&mut self) {
+        let committed = self.cleaner.committed();
+        if committed.is_empty() {
+            return;
+        }
+        if let Some(spill) = &mut self.spill {
+            spill.write(committed);
+        }
+        let mut for_window = committed;
+        if !self.shown_pending.is_empty() {
+            // The first finished text continues the line a window showed.
+            if let Some(rest) = committed.strip_prefix(self.shown_pending.as_slice()) {
+                for_window = rest;
+            }
+            self.shown_pending.clear();
+        }
+        self.window.push(for_window);
+        self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
+        self.cleaner.clear_committed();
+    }
+
+    /// What arrived since the last take; the next window starts after it.
+    pub fn take_window(&mut self) -> Captured {
+        let pending = self.cleaner.pending();
+        let new_pending = match pending.strip_prefix(self.shown_pending.as_slice()) {
+            Some(rest) if !self.shown_pending.is_empty() => rest.to_vec(),
+            _ => pending.to_vec(),
+        };
+        self.shown_pending = pending.to_vec();
+        let mut captured = self.snapshot();
+        captured.pending = new_pending;
+        self.window = HeadTail::new(self.cap_bytes);
+        self.window_raw_bytes = 0;
+        self.window_binary = false;
+        self.window_first_line = self.committed_newlines + 1;
+        captured
+    }
+
+    /// Everything since the last take (for a one-shot result: all of it).
+    pub fn whole(&self) -> Captured {
+        let mut captured = self.snapshot();
+        captured.pending = self.cleaner.pending().to_vec();
+        captured
+    }
+
+    fn snapshot(&self) -> Captured {
+        Captured {
+            head: self.window.head().to_vec(),
+            tail: self.window.tail(),
+            pending: Vec::new(),
+            omitted_bytes: self.window.omitted_bytes(),
+            total_bytes: self.window_raw_bytes,
+            cleaned_bytes: self.window.bytes(),
+            first_line: self.window_first_line,
+            lines: self.window.newlines(),
+            tail_starts_line: self.window.tail_starts_line(),
+            binary: self.window_binary,
+            spill_path: self.spill_path(),
+            spill_stopped: self.spill.as_ref().and_then(|spill| {
+                spill
+                    .stopped_reason()
+                    .map(|reason| (spill.written_lines(), reason.to_owned()))
+            }),
+        }
+    }
+
+    /// Raw bytes the command wrote, over all windows.
+    pub fn total_raw_bytes(&self) -> u64 {
+        self.total_raw_bytes
+    }
+
+    /// The spill file, once something was written to it.
+    pub fn spill_path(&self) -> Option<PathBuf> {
+        self.spill
+            .as_ref()
+            .and_then(|spill| spill.path().map(PathBuf::from))
+    }
+
+    /// True once [`Self::finish`] ran.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(cap: usize) -> StreamCapture {
+        StreamCapture::new(CaptureConfig {
+            cap_bytes: cap,
+            ..CaptureConfig::default()
+        })
+    }
+
+    #[test]
+    fn whole_holds_the_cleaned_output_and_counts_raw_bytes() {
+        let mut c = capture(1024);
+        c.push(b"\x1b[31mred\x1b[0m\r\n");
+        c.push(b"50%\r100%\n");
+        c.finish();
+        let w = c.whole();
+        assert_eq!(w.head, b"red\n50% \xe2\x86\x92 100%\n");
+        assert_eq!(w.total_bytes, 23);
+        assert_eq!(w.lines, 2);
+        assert_eq!(c.total_raw_bytes(), 23);
+    }
+
+    #[test]
+    fn windows_carry_only_new_output_and_their_first_line() {
+        let mut c = capture(1024);
+        c.push(b"a\nb\n");
+        let first = c.take_window();
+        assert_eq!(
+            (first.head.as_slice(), first.first_line),
+            (&b"a\nb\n"[..], 1)
+        );
+        c.push(b"c\n");
+        let second = c.take_window();
+        assert_eq!(
+            (second.head.as_slice(), second.first_line),
+            (&b"c\n"[..], 3)
+        );
+        let empty = c.take_window();
+        assert!(empty.head.is_empty() && empty.pending.is_empty());
+    }
+
+    #[test]
+    fn a_prompt_is_shown_at_once_and_not_repeated_when_answered() {
+        let mut c = capture(1024);
+        c.push(b"Password: ");
+        assert_eq!(c.take_window().pending, b"Password: ");
+        c.push(b"\nwelcome\n");
+        let next = c.take_window();
+        assert_eq!(next.head, b"\nwelcome\n");
+        assert!(next.pending.is_empty());
+    }
+
+    #[test]
+    fn a_redrawn_unfinished_line_is_shown_whole_again() {
+        let mut c = capture(1024);
+        c.push(b"10%");
+        assert_eq!(c.take_window().pending, b"10%");
+        c.push(b"\r20%");
+        assert_eq!(c.take_window().pending, b"20%");
+        c.push(b"\r30% more");
+        c.push(b" still");
+        assert_eq!(c.take_window().pending, b"30% more still");
+    }
+
+    #[test]
+    fn secrets_never_reach_memory_even_when_split() {
+        let mut c = StreamCapture::new(CaptureConfig {
+            redactor: Some(Redactor::new(vec![(
+                "TOKEN".into(),
+                b"tok-123456".to_vec(),
+            )])),
+            ..CaptureConfig::default()
+        });
+        c.push(b"the tok-12");
+        c.push(b"3456 is set\n");
+        c.finish();
+        assert_eq!(c.whole().head, b"the [REDACTED:TOKEN] is set\n");
+    }
+
+    #[test]
+    fn nul_bytes_mark_the_window_binary() {
+        let mut c = capture(1024);
+        c.push(b"ELF\x00\x01\x02");
+        assert!(c.take_window().binary);
+        c.push(b"text\n");
+        assert!(!c.take_window().binary);
+    }
+
+    #[test]
+    fn memory_stays_within_the_cap_while_everything_is_counted() {
+        let mut c = capture(64);
+        for i in 0..1000 {
+            c.push(format!("line {i}\n").as_bytes());
+        }
+        c.finish();
+        let w = c.whole();
+        assert_eq!(w.head.len() + w.tail.len(), 64);
+        assert!(w.tail.ends_with(b"line 999\n"));
+        assert_eq!(w.lines, 1000);
+        assert_eq!(w.cleaned_bytes, w.omitted_bytes + 64);
+    }
+}

@@ -1,0 +1,379 @@
+//! The spill store: the full (redacted, terminal-cleaned) output of each run
+//! and stream, in a file under `$AGENT_REACH_HOME/spill/`, so that a fold
+//! marker can name a file and a line range that really exist.
+//!
+//! The store is capped (default 64 MiB in total): when it grows past the cap
+//! the oldest files are removed first. A writer holds an exclusive `flock` on
+//! its file while it is open, so a concurrent run never removes a file that
+//! is still being written. A single run larger than the whole cap stops
+//! writing at the cap and remembers how many lines made it to disk.
+//!
+//! Writing never fails the command: an I/O error only marks the writer
+//! incomplete, exactly like reaching the cap.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::fcntl::{Flock, FlockArg};
+
+/// The default cap of the whole store.
+pub const DEFAULT_SPILL_CAP_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How often (in bytes written by one writer) the store cap is re-checked.
+const CAP_CHECK_INTERVAL: u64 = 4 * 1024 * 1024;
+
+/// The longest label kept in a file name.
+const MAX_LABEL_LEN: usize = 48;
+
+/// Why the spill store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum SpillError {
+    #[error("cannot create the spill directory {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The directory of spill files and its cap. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SpillStore {
+    inner: Arc<StoreInner>,
+}
+
+#[derive(Debug)]
+struct StoreInner {
+    dir: PathBuf,
+    cap_bytes: u64,
+}
+
+impl SpillStore {
+    /// Opens (creating, mode 0700) `home/spill`.
+    pub fn open(home: &Path, total_cap_bytes: u64) -> Result<Self, SpillError> {
+        let dir = home.join("spill");
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| SpillError::CreateDir {
+                path: dir.clone(),
+                source,
+            })?;
+        Ok(Self {
+            inner: Arc::new(StoreInner {
+                dir,
+                cap_bytes: total_cap_bytes,
+            }),
+        })
+    }
+
+    /// The directory holding the files.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The cap of the whole store, in bytes.
+    pub fn cap_bytes(&self) -> u64 {
+        self.inner.cap_bytes
+    }
+
+    /// A writer for one run and stream. The file is created on the first
+    /// byte written, so silent runs leave nothing behind.
+    pub fn create(&self, label: &str) -> SpillWriter {
+        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+        let name = format!(
+            "{millis}-{pid}-{sequence}-{label}.log",
+            pid = std::process::id(),
+            label = sanitize_label(label)
+        );
+        SpillWriter {
+            store: self.clone(),
+            path: self.inner.dir.join(name),
+            state: WriterState::NotCreated,
+            written_bytes: 0,
+            written_lines: 0,
+            next_cap_check: CAP_CHECK_INTERVAL,
+        }
+    }
+
+    /// Removes the oldest unlocked files until the store, plus `reserve`
+    /// bytes about to be written, fits its cap. Returns the bytes it holds.
+    pub fn enforce_cap(&self, reserve: u64) -> u64 {
+        let Ok(entries) = fs::read_dir(&self.inner.dir) else {
+            return 0;
+        };
+        let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let meta = entry.metadata().ok()?;
+                meta.is_file().then(|| {
+                    let modified = meta.modified().unwrap_or(UNIX_EPOCH);
+                    (modified, meta.len(), entry.path())
+                })
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|(_, len, _)| len).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total.saturating_add(reserve) <= self.inner.cap_bytes {
+                break;
+            }
+            if remove_if_unlocked(&path) {
+                total = total.saturating_sub(len);
+            }
+        }
+        total
+    }
+}
+
+/// Removes `path` unless a writer still holds its lock.
+fn remove_if_unlocked(path: &Path) -> bool {
+    let Ok(file) = File::open(path) else {
+        return false;
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(_locked) => fs::remove_file(path).is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Keeps a label usable in a file name: ASCII letters, digits, `.`, `_`, `-`.
+fn sanitize_label(label: &str) -> String {
+    let cleaned: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_LABEL_LEN)
+        .collect();
+    if cleaned.is_empty() {
+        "output".to_owned()
+    } else {
+        cleaned
+    }
+}
+
+#[derive(Debug)]
+enum WriterState {
+    NotCreated,
+    Open(Flock<File>),
+    /// The cap was reached or an I/O error happened: nothing more is written.
+    Stopped {
+        reason: String,
+    },
+}
+
+/// Appends one stream's output to its spill file.
+#[derive(Debug)]
+pub struct SpillWriter {
+    store: SpillStore,
+    path: PathBuf,
+    state: WriterState,
+    written_bytes: u64,
+    written_lines: u64,
+    next_cap_check: u64,
+}
+
+impl SpillWriter {
+    /// The file, once something was written to it.
+    pub fn path(&self) -> Option<&Path> {
+        match self.state {
+            WriterState::NotCreated => None,
+            WriterState::Open(_) => Some(&self.path),
+            WriterState::Stopped { .. } if self.written_bytes > 0 => Some(&self.path),
+            WriterState::Stopped { .. } => None,
+        }
+    }
+
+    /// Bytes on disk.
+    pub fn written_bytes(&self) -> u64 {
+        self.written_bytes
+    }
+
+    /// Newlines on disk: every line up to this number is complete in the file.
+    pub fn written_lines(&self) -> u64 {
+        self.written_lines
+    }
+
+    /// Why the file stopped growing, when it did (cap reached, I/O error).
+    pub fn stopped_reason(&self) -> Option<&str> {
+        match &self.state {
+            WriterState::Stopped { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Appends `bytes`; never fails, at worst stops the file.
+    pub fn write(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if matches!(self.state, WriterState::NotCreated) {
+            self.store.enforce_cap(bytes.len() as u64);
+            self.state = self.create_file();
+        }
+        let WriterState::Open(file) = &mut self.state else {
+            return;
+        };
+        let room = self.store.cap_bytes().saturating_sub(self.written_bytes);
+        let (now, stop) = if (bytes.len() as u64) > room {
+            (&bytes[..usize::try_from(room).unwrap_or(0)], true)
+        } else {
+            (bytes, false)
+        };
+        if let Err(error) = file.write_all(now) {
+            self.state = WriterState::Stopped {
+                reason: format!("write failed: {error}"),
+            };
+            return;
+        }
+        self.written_bytes += now.len() as u64;
+        self.written_lines += memchr::memchr_iter(b'\n', now).count() as u64;
+        if stop {
+            self.state = WriterState::Stopped {
+                reason: format!(
+                    "the spill store is capped at {} bytes",
+                    self.store.cap_bytes()
+                ),
+            };
+        } else if self.written_bytes >= self.next_cap_check {
+            self.next_cap_check = self.written_bytes + CAP_CHECK_INTERVAL;
+            self.store.enforce_cap(0);
+        }
+    }
+
+    fn create_file(&self) -> WriterState {
+        let opened = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&self.path);
+        let file = match opened {
+            Ok(file) => file,
+            Err(error) => {
+                return WriterState::Stopped {
+                    reason: format!("cannot create {}: {error}", self.path.display()),
+                };
+            }
+        };
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(locked) => WriterState::Open(locked),
+            Err((_, errno)) => WriterState::Stopped {
+                reason: format!("cannot lock {}: {errno}", self.path.display()),
+            },
+        }
+    }
+}
+
+impl Drop for SpillWriter {
+    fn drop(&mut self) {
+        if self.written_bytes > 0 {
+            // Our own file is still locked here, so only older ones can go.
+            self.store.enforce_cap(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(cap: u64) -> (tempfile::TempDir, SpillStore) {
+        let home = tempfile::tempdir().unwrap();
+        let store = SpillStore::open(home.path(), cap).unwrap();
+        (home, store)
+    }
+
+    #[test]
+    fn creates_the_file_on_the_first_byte_only() {
+        let (_home, store) = store(1024);
+        let mut writer = store.create("run 1/stdout");
+        assert!(writer.path().is_none());
+        writer.write(b"");
+        assert!(writer.path().is_none());
+        writer.write(b"one\ntwo\n");
+        let path = writer.path().unwrap().to_owned();
+        assert!(path.starts_with(store.dir()));
+        assert!(path.to_string_lossy().ends_with("run_1_stdout.log"));
+        assert_eq!(fs::read(&path).unwrap(), b"one\ntwo\n");
+        assert_eq!(writer.written_lines(), 2);
+    }
+
+    #[test]
+    fn directory_and_files_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_home, store) = store(1024);
+        let mut writer = store.create("x");
+        writer.write(b"secret-ish\n");
+        let dir_mode = fs::metadata(store.dir()).unwrap().permissions().mode();
+        let file_mode = fs::metadata(writer.path().unwrap())
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+        assert_eq!(file_mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn removes_the_oldest_finished_files_first_when_over_the_cap() {
+        let (_home, store) = store(100);
+        let mut paths = Vec::new();
+        for i in 0..3 {
+            let mut writer = store.create(&format!("old{i}"));
+            writer.write(&[b'x'; 40]);
+            paths.push(writer.path().unwrap().to_owned());
+            drop(writer);
+            std::thread::sleep(std::time::Duration::from_millis(15));
+        }
+        // 120 bytes > 100: the oldest goes, the two newer stay.
+        assert!(!paths[0].exists());
+        assert!(paths[1].exists() && paths[2].exists());
+    }
+
+    #[test]
+    fn never_removes_a_file_that_is_still_being_written() {
+        let (_home, store) = store(100);
+        let mut open = store.create("open");
+        open.write(&[b'x'; 60]);
+        std::thread::sleep(std::time::Duration::from_millis(15));
+        let mut newer = store.create("newer");
+        newer.write(&[b'y'; 60]);
+        assert!(open.path().unwrap().exists());
+        assert!(newer.path().unwrap().exists());
+    }
+
+    #[test]
+    fn a_run_larger_than_the_cap_stops_at_the_cap_and_counts_complete_lines() {
+        let (_home, store) = store(10);
+        let mut writer = store.create("big");
+        writer.write(b"1234\n5678\nabcdef\n");
+        assert_eq!(writer.written_bytes(), 10);
+        assert_eq!(writer.written_lines(), 2);
+        assert!(writer.stopped_reason().unwrap().contains("capped"));
+        writer.write(b"more\n");
+        assert_eq!(fs::read(writer.path().unwrap()).unwrap(), b"1234\n5678\n");
+    }
+
+    #[test]
+    fn an_unwritable_store_only_stops_the_writer() {
+        let (home, store) = store(1024);
+        fs::remove_dir_all(home.path().join("spill")).unwrap();
+        let mut writer = store.create("gone");
+        writer.write(b"data\n");
+        assert!(writer.path().is_none());
+        assert!(writer.stopped_reason().unwrap().contains("cannot create"));
+    }
+}

@@ -1,0 +1,171 @@
+//! The seccomp half: the compiled-in JSON policy (`sandbox/seccomp*.json`,
+//! seccompiler's format) compiled for this architecture and installed as a
+//! few small stacked filters.
+//!
+//! seccomp sees only syscall numbers and register arguments, never memory:
+//! `socket(domain, ...)` can be filtered by family, but `connect` on an
+//! existing descriptor cannot, so refusing to *create* non-Unix sockets is the
+//! network guard (plus io_uring, which could create them out of seccomp's
+//! sight, refused outright). Likewise `clone3` passes its flags in memory, so
+//! it gets ENOSYS and libc falls back to `clone`, whose flags are checked.
+
+use seccompiler::{BpfProgram, TargetArch, sock_filter};
+
+use super::error::SandboxError;
+use super::policy::Network;
+
+/// Always installed: process, kernel and mount operations refused.
+const ALWAYS_JSON: &str = include_str!("../../sandbox/seccomp.json");
+/// The x86_64-only privileged syscalls (they do not exist elsewhere).
+const X86_64_JSON: &str = include_str!("../../sandbox/seccomp-x86_64.json");
+
+/// One filter to install, with what it is for (for error messages).
+#[derive(Debug, Clone)]
+pub struct NamedFilter {
+    pub name: &'static str,
+    pub purpose: &'static str,
+    pub program: BpfProgram,
+}
+
+/// The filters for `network`, compiled for the running architecture.
+pub fn filters(network: Network) -> Result<Vec<NamedFilter>, SandboxError> {
+    let arch = target_arch();
+    let mut map = compile(ALWAYS_JSON, arch, "seccomp.json")?;
+    let mut wanted: Vec<(&'static str, &'static str)> = vec![
+        ("always", "process, kernel and mount isolation"),
+        ("clone3", "user namespace isolation"),
+    ];
+    if network == Network::Deny {
+        wanted.push(("network_deny", "--network deny"));
+    }
+    if cfg!(target_arch = "x86_64") {
+        map.extend(compile(X86_64_JSON, arch, "seccomp-x86_64.json")?);
+        wanted.push(("always_x86_64", "port I/O isolation"));
+    }
+    let mut out = Vec::with_capacity(wanted.len() + 1);
+    for (name, purpose) in wanted {
+        let program = map
+            .remove(name)
+            .ok_or_else(|| SandboxError::SeccompPolicy {
+                name,
+                message: "filter missing from the policy file".to_owned(),
+            })?;
+        out.push(NamedFilter {
+            name,
+            purpose,
+            program,
+        });
+    }
+    if cfg!(target_arch = "x86_64") {
+        out.push(NamedFilter {
+            name: "x32",
+            purpose: "closing the x32 syscall numbers around the other filters",
+            program: x32_guard(),
+        });
+    }
+    Ok(out)
+}
+
+/// Installs the filters on the calling thread; `no_new_privs` must be set.
+pub fn install(filters: &[NamedFilter]) -> Result<(), SandboxError> {
+    for filter in filters {
+        seccompiler::apply_filter(&filter.program).map_err(|err| SandboxError::Seccomp {
+            name: filter.name,
+            purpose: filter.purpose,
+            message: err.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+fn compile(
+    json: &str,
+    arch: TargetArch,
+    name: &'static str,
+) -> Result<std::collections::HashMap<String, BpfProgram>, SandboxError> {
+    seccompiler::compile_from_json(json.as_bytes(), arch).map_err(|err| {
+        SandboxError::SeccompPolicy {
+            name,
+            message: err.to_string(),
+        }
+    })
+}
+
+fn target_arch() -> TargetArch {
+    if cfg!(target_arch = "aarch64") {
+        TargetArch::aarch64
+    } else if cfg!(target_arch = "riscv64") {
+        TargetArch::riscv64
+    } else {
+        TargetArch::x86_64
+    }
+}
+
+/// On x86_64 the x32 ABI reuses the architecture tag with syscall numbers
+/// offset by 0x4000_0000, which a filter keyed on exact numbers would miss;
+/// seccompiler does not close that gap, so this filter refuses every x32
+/// syscall with ENOSYS (nothing a sandboxed tool needs).
+fn x32_guard() -> BpfProgram {
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+    let ld_abs = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
+    let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    let jge = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
+    let insn = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        // A = seccomp_data.arch
+        insn(ld_abs, 0, 0, 4),
+        insn(jeq, 0, 3, AUDIT_ARCH_X86_64),
+        // A = seccomp_data.nr
+        insn(ld_abs, 0, 0, 0),
+        insn(jge, 0, 1, X32_SYSCALL_BIT),
+        insn(ret, 0, 0, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+        insn(ret, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_compiles_for_every_supported_architecture() {
+        for arch in [TargetArch::x86_64, TargetArch::aarch64, TargetArch::riscv64] {
+            let map = compile(ALWAYS_JSON, arch, "seccomp.json").unwrap();
+            for name in ["always", "clone3", "network_deny"] {
+                assert!(
+                    map.get(name).is_some_and(|p| !p.is_empty()),
+                    "{name} {arch:?}"
+                );
+            }
+        }
+        let x86 = compile(X86_64_JSON, TargetArch::x86_64, "seccomp-x86_64.json").unwrap();
+        assert!(x86.contains_key("always_x86_64"));
+    }
+
+    #[test]
+    fn network_filter_only_when_denied() {
+        let names =
+            |network| -> Vec<&str> { filters(network).unwrap().iter().map(|f| f.name).collect() };
+        assert!(names(Network::Deny).contains(&"network_deny"));
+        assert!(!names(Network::Allow).contains(&"network_deny"));
+        assert!(names(Network::Allow).contains(&"always"));
+        assert!(names(Network::Allow).contains(&"clone3"));
+    }
+
+    #[test]
+    fn x32_guard_jumps_stay_inside_the_program() {
+        let program = x32_guard();
+        let ret = (libc::BPF_RET | libc::BPF_K) as u16;
+        assert_eq!(program.last().map(|insn| insn.code), Some(ret));
+        for (index, insn) in program
+            .iter()
+            .enumerate()
+            .filter(|(_, insn)| insn.code != ret)
+        {
+            let last = index + 1 + usize::from(insn.jt.max(insn.jf));
+            assert!(last < program.len(), "instruction {index} jumps out");
+        }
+    }
+}

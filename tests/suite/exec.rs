@@ -1,0 +1,373 @@
+//! `agent-reach run` and `agent-reach-exec` against the pitfalls an agent
+//! hits: prompts, background jobs, timeouts, floods, escapees. Every test is
+//! bounded by the harness limit, so a regression fails instead of hanging.
+
+use std::time::{Duration, Instant};
+
+use crate::common::TestEnv;
+
+/// Processes whose command line contains `needle`, except zombies.
+fn live_processes_with(needle: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if !zombie
+            && String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits briefly for `needle` processes to vanish (the kernel finishes a
+/// SIGKILL asynchronously), then asserts none is left.
+#[track_caller]
+fn assert_no_process_with(needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline && !live_processes_with(needle).is_empty() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = live_processes_with(needle);
+    assert!(left.is_empty(), "processes survived: {left:?} ({needle})");
+}
+
+/// A number unique to this test run, so `sleep <number>` finds only the
+/// processes of the test that started them.
+fn marker(name: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{}{:03}{}", std::process::id(), n, name.len())
+}
+
+#[test]
+fn prints_the_output_and_passes_the_exit_code_through() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--", "sh", "-c", "echo out; echo err >&2; exit 3"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(3)
+        .stdout_is("out\n")
+        .stderr_contains("err");
+}
+
+#[test]
+fn exec_personality_is_run() {
+    let env = TestEnv::new();
+    let link = env.link("agent-reach-exec");
+    env.cmd_at(link)
+        .args(["--", "echo", "hi"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("hi\n");
+}
+
+#[test]
+fn bad_flags_are_125() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--no-such-flag", "--", "true"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(125);
+    let link = env.link("agent-reach-exec");
+    env.cmd_at(link)
+        .args(["--timeout-ms", "soon", "--", "true"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(125);
+}
+
+#[test]
+fn not_found_is_127_with_one_clear_line() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args(["run", "--", "no-such-command-xyz"])
+        .limit(Duration::from_secs(20))
+        .run();
+    result
+        .code_is(127)
+        .stderr_contains("no-such-command-xyz: command not found");
+    assert_eq!(
+        result.stderr_str().lines().count(),
+        1,
+        "{}",
+        result.stderr_str()
+    );
+}
+
+#[test]
+fn not_executable_is_126() {
+    let env = TestEnv::new();
+    env.write("script.sh", "echo hi\n");
+    env.cmd()
+        .args(["run", "--", "./script.sh"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(126)
+        .stderr_contains("cannot execute");
+}
+
+#[test]
+fn missing_workdir_is_125() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--workdir", "does/not/exist", "--", "true"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(125)
+        .stderr_contains("does not exist");
+}
+
+#[test]
+fn workdir_is_where_the_command_runs() {
+    let env = TestEnv::new();
+    env.write("sub/file.txt", "x");
+    env.cmd()
+        .args(["run", "--workdir", "sub", "--", "ls"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("file.txt\n");
+}
+
+#[test]
+fn reading_stdin_on_pipes_ends_at_once() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args([
+            "run",
+            "--timeout-ms",
+            "30000",
+            "--",
+            "sh",
+            "-c",
+            "read x; echo got:$x; cat; echo end",
+        ])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("got:\nend\n")
+        .elapsed_under(Duration::from_secs(5));
+}
+
+#[test]
+fn a_background_job_does_not_hold_the_result() {
+    let env = TestEnv::new();
+    let tag = format!("1000{}", marker("bg"));
+    let script = format!("(sleep {tag} &); echo done");
+    env.cmd()
+        .args(["run", "--", "sh", "-c", &script])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("done\n")
+        .elapsed_under(Duration::from_millis(2500));
+    assert_no_process_with(&format!("sleep {tag}"));
+}
+
+#[test]
+fn the_timeout_kills_children_and_grandchildren_with_124() {
+    let env = TestEnv::new();
+    let tag = format!("2000{}", marker("timeout"));
+    let script = format!("sleep {tag} & sh -c 'sleep {tag}' & echo started; sleep {tag}");
+    let result = env
+        .cmd()
+        .args(["run", "--timeout-ms", "500", "--", "sh", "-c", &script])
+        .limit(Duration::from_secs(20))
+        .run();
+    result
+        .code_is(124)
+        .stdout_is("started\n")
+        .stderr_contains("timeout")
+        .elapsed_under(Duration::from_secs(4));
+    assert_no_process_with(&format!("sleep {tag}"));
+}
+
+#[test]
+fn setsid_daemons_and_term_ignoring_children_are_killed() {
+    let env = TestEnv::new();
+    let tag = format!("3000{}", marker("daemon"));
+    let script = format!(
+        "setsid sh -c 'sleep {tag}' </dev/null >/dev/null 2>&1 & \
+         sh -c 'trap \"\" TERM HUP; sleep {tag}' </dev/null >/dev/null 2>&1 & \
+         sleep 0.2; echo ok"
+    );
+    env.cmd()
+        .args(["run", "--", "sh", "-c", &script])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("ok\n")
+        .elapsed_under(Duration::from_secs(6));
+    assert_no_process_with(&format!("sleep {tag}"));
+}
+
+#[test]
+fn setsid_daemons_are_killed_without_cgroups_too() {
+    let env = TestEnv::new();
+    let tag = format!("4000{}", marker("nocgroup"));
+    let script = format!("setsid sh -c 'sleep {tag}' >/dev/null 2>&1 & echo ok");
+    env.cmd()
+        .env("AGENT_REACH_NO_CGROUP", "1")
+        .args(["run", "--", "sh", "-c", &script])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("ok\n");
+    assert_no_process_with(&format!("sleep {tag}"));
+}
+
+#[test]
+fn a_signal_death_is_128_plus_n() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--", "sh", "-c", "kill -9 $$"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(137);
+}
+
+#[test]
+fn json_has_the_contract_fields() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 2",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.code_is(2);
+    let json = result.json();
+    assert_eq!(json["status"], "failure");
+    assert_eq!(json["exit_code"], 2);
+    assert_eq!(json["stdout"], "out\n");
+    assert_eq!(json["stderr"], "err\n");
+    assert_eq!(json["original_bytes"]["stdout"], 4);
+    assert_eq!(json["original_bytes"]["stderr"], 4);
+    assert_eq!(json["truncated"], false);
+    assert!(json["duration_ms"].is_u64());
+    assert!(json["full_output_path"].is_null());
+    assert!(json["sandbox"].is_null());
+    assert_eq!(json["cached"], false);
+}
+
+#[test]
+fn json_timeout_status() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args(["run", "--json", "--timeout-ms", "300", "--", "sleep", "30"])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.code_is(124);
+    let json = result.json();
+    assert_eq!(json["status"], "timeout");
+    assert_eq!(json["exit_code"], 124);
+}
+
+#[test]
+fn env_is_cleared_with_a_whitelist_and_env_flags() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .env("SECRET_THING", "s3cr3t")
+        .env("KEEP_ME", "kept")
+        .args(["run", "--env", "KEEP_ME", "--env", "SET_ME=v", "--", "env"])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.success();
+    let out = result.stdout_str();
+    assert!(!out.contains("s3cr3t"), "{out}");
+    assert!(out.contains("KEEP_ME=kept"), "{out}");
+    assert!(out.contains("SET_ME=v"), "{out}");
+    assert!(out.contains("TERM=dumb"), "{out}");
+    assert!(out.contains("PAGER=cat"), "{out}");
+    assert!(out.contains("AGENT_REACH_SESSION=ar-"), "{out}");
+    let path_line = out.lines().find(|l| l.starts_with("PATH=")).unwrap();
+    assert!(
+        path_line.contains("/tmp/path/"),
+        "session PATH entry first: {path_line}"
+    );
+}
+
+#[test]
+fn tty_gives_a_terminal_and_plain_newlines() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--tty",
+            "--",
+            "sh",
+            "-c",
+            "test -t 0 && test -t 1 && echo is-a-tty; tty",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.success().stdout_contains("is-a-tty\n/dev/pts/");
+    assert!(
+        !result.stdout_str().contains('\r'),
+        "{:?}",
+        result.stdout_str()
+    );
+}
+
+#[test]
+fn a_password_prompt_on_a_tty_is_visible_at_the_timeout() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--tty",
+            "--timeout-ms",
+            "700",
+            "--",
+            "sh",
+            "-c",
+            "printf 'Password: '; stty -echo; read pw; echo never",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.code_is(124).stdout_contains("Password: ");
+    assert!(!result.stdout_str().contains("never"));
+}
+
+#[test]
+fn a_prompt_reading_dev_tty_fails_at_once_on_pipes() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args([
+            "run",
+            "--timeout-ms",
+            "20000",
+            "--",
+            "sh",
+            "-c",
+            "read x </dev/tty; echo $?",
+        ])
+        .limit(Duration::from_secs(20))
+        .run()
+        .elapsed_under(Duration::from_secs(5));
+}
