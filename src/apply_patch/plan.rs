@@ -1,0 +1,286 @@
+//! A whole patch worked out in memory before anything is written.
+//!
+//! Each operation runs against a virtual view of the files it touches
+//! (loaded from disk on first use), so later operations see earlier ones:
+//! a file deleted and added again, or updated twice, behaves as in order.
+//! Any failure returns before a single byte is written. The result is the
+//! list of file writes and removals that [`super::commit`] carries out.
+
+use std::collections::HashMap;
+use std::fs::Permissions;
+use std::path::{Path, PathBuf};
+
+use super::ApplyOptions;
+use super::error::ApplyPatchError;
+use super::hunks::apply_chunks;
+use super::parser::{Operation, Patch};
+use super::paths::{ResolvedPath, Workdir};
+use super::report::{ApplyReport, ChangeKind};
+use super::text::TextFile;
+
+/// What was on disk at a path before the patch.
+#[derive(Debug, Clone)]
+enum OnDisk {
+    Missing,
+    NotAFile,
+    File(Permissions),
+    Symlink,
+}
+
+/// A path's state as the patch goes along.
+#[derive(Debug, Clone)]
+struct Slot {
+    on_disk: OnDisk,
+    /// `None`: absent now. `Some(None)`: present, unchanged from disk.
+    /// `Some(Some(bytes))`: present with new contents.
+    now: Option<Option<Vec<u8>>>,
+    /// Permissions for new contents (a moved file keeps its own).
+    permissions: Option<Permissions>,
+}
+
+/// One change to make on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileWrite {
+    /// Write `bytes` at `path` (creating or replacing it).
+    Put {
+        /// The resolved path.
+        path: PathBuf,
+        /// The new contents.
+        bytes: Vec<u8>,
+        /// Permissions to give it (`None`: a new file, the umask decides).
+        permissions: Option<Permissions>,
+        /// Whether something exists there now.
+        replaces: bool,
+    },
+    /// Remove the entry at `path`.
+    Remove {
+        /// The resolved path.
+        path: PathBuf,
+    },
+}
+
+/// A patch ready to be written: every check has passed.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The writes, in the order the paths were first touched.
+    pub writes: Vec<FileWrite>,
+    /// What to report once written.
+    pub report: ApplyReport,
+}
+
+struct Planner<'a> {
+    workdir: Workdir,
+    options: &'a ApplyOptions,
+    slots: HashMap<PathBuf, Slot>,
+    order: Vec<PathBuf>,
+    report: ApplyReport,
+}
+
+impl Plan {
+    /// Resolves, reads and applies everything in memory.
+    pub fn build(
+        patch: &Patch,
+        cwd: &Path,
+        options: &ApplyOptions,
+    ) -> Result<Self, ApplyPatchError> {
+        let workdir = Workdir::new(cwd).map_err(|source| ApplyPatchError::Workdir {
+            path: cwd.to_path_buf(),
+            source,
+        })?;
+        let mut planner = Planner {
+            workdir,
+            options,
+            slots: HashMap::new(),
+            order: Vec::new(),
+            report: ApplyReport::default(),
+        };
+        for operation in &patch.operations {
+            planner.operation(operation)?;
+        }
+        Ok(planner.finish())
+    }
+}
+
+impl Planner<'_> {
+    fn resolve(&self, path: &Path) -> Result<ResolvedPath, ApplyPatchError> {
+        self.workdir
+            .resolve(path, self.options.allow_outside)
+            .map_err(|refusal| ApplyPatchError::OutsideWorkdir {
+                path: path.to_path_buf(),
+                refusal,
+            })
+    }
+
+    fn slot(&mut self, key: &Path) -> &mut Slot {
+        let order = &mut self.order;
+        self.slots.entry(key.to_path_buf()).or_insert_with(|| {
+            let on_disk = match std::fs::symlink_metadata(key) {
+                Err(_) => OnDisk::Missing,
+                Ok(meta) if meta.file_type().is_symlink() => OnDisk::Symlink,
+                Ok(meta) if meta.is_file() => OnDisk::File(meta.permissions()),
+                Ok(_) => OnDisk::NotAFile,
+            };
+            let now = match on_disk {
+                OnDisk::Missing => None,
+                _ => Some(None),
+            };
+            order.push(key.to_path_buf());
+            Slot {
+                on_disk,
+                now,
+                permissions: None,
+            }
+        })
+    }
+
+    fn operation(&mut self, operation: &Operation) -> Result<(), ApplyPatchError> {
+        match operation {
+            Operation::Add { path, contents, .. } => {
+                let resolved = self.resolve(path)?;
+                let slot = self.slot(&resolved.entry);
+                match (&slot.on_disk, &slot.now) {
+                    (OnDisk::NotAFile, Some(_)) => return not_a_file(path, "add"),
+                    (_, Some(_)) => return already_exists(path, "add"),
+                    (_, None) => {}
+                }
+                slot.now = Some(Some(contents.clone().into_bytes()));
+                self.report.record(ChangeKind::Added, path.clone());
+            }
+            Operation::Delete { path, .. } => {
+                let resolved = self.resolve(path)?;
+                let slot = self.slot(&resolved.entry);
+                match (&slot.on_disk, &slot.now) {
+                    (_, None) => return missing(path, "delete"),
+                    (OnDisk::NotAFile, Some(None)) => return not_a_file(path, "delete"),
+                    _ => {}
+                }
+                slot.now = None;
+                self.report.record(ChangeKind::Deleted, path.clone());
+            }
+            Operation::Update {
+                path,
+                move_to,
+                chunks,
+                ..
+            } => {
+                let resolved = self.resolve(path)?;
+                let destination = match move_to {
+                    Some(dest) => Some((dest, self.resolve(dest)?)),
+                    None => None,
+                };
+                let moving = destination
+                    .as_ref()
+                    .is_some_and(|(_, d)| d.entry != resolved.entry && d.target != resolved.target);
+                let key = if moving {
+                    resolved.entry.clone()
+                } else {
+                    resolved.target.clone()
+                };
+                let action = if moving { "move" } else { "update" };
+                let current = self.current_bytes(&key, path, action)?;
+                let file = TextFile::parse(&current);
+                let updated = apply_chunks(&file, chunks, path, &mut self.report.fuzzy)
+                    .map_err(ApplyPatchError::NoMatch)?;
+                let bytes = updated.to_bytes();
+                match destination {
+                    Some((dest_path, dest)) if moving => {
+                        let permissions = self.permissions_of(&key);
+                        self.slot(&key).now = None;
+                        let dest_slot = self.slot(&dest.entry);
+                        match (&dest_slot.on_disk, &dest_slot.now) {
+                            (OnDisk::NotAFile, Some(_)) => {
+                                return not_a_file(dest_path, "move here");
+                            }
+                            (_, Some(_)) => return already_exists(dest_path, "move here"),
+                            (_, None) => {}
+                        }
+                        dest_slot.now = Some(Some(bytes));
+                        dest_slot.permissions = permissions;
+                        self.report.record(ChangeKind::Modified, dest_path.clone());
+                    }
+                    _ => {
+                        self.slot(&key).now = Some(Some(bytes));
+                        let shown = move_to.as_ref().unwrap_or(path);
+                        self.report.record(ChangeKind::Modified, shown.clone());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The contents at `key` as the patch has left them so far.
+    fn current_bytes(
+        &mut self,
+        key: &Path,
+        path: &Path,
+        action: &'static str,
+    ) -> Result<Vec<u8>, ApplyPatchError> {
+        let slot = self.slot(key);
+        match (&slot.on_disk, &slot.now) {
+            (_, None) => missing(path, action),
+            (_, Some(Some(bytes))) => Ok(bytes.clone()),
+            (OnDisk::NotAFile, Some(None)) => not_a_file(path, action),
+            (_, Some(None)) => std::fs::read(key).map_err(|source| ApplyPatchError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    fn permissions_of(&self, key: &Path) -> Option<Permissions> {
+        let slot = self.slots.get(key)?;
+        slot.permissions.clone().or_else(|| match &slot.on_disk {
+            OnDisk::File(permissions) => Some(permissions.clone()),
+            _ => std::fs::metadata(key).ok().map(|m| m.permissions()),
+        })
+    }
+
+    fn finish(self) -> Plan {
+        let mut writes = Vec::new();
+        for key in &self.order {
+            let Some(slot) = self.slots.get(key) else {
+                continue;
+            };
+            let exists = !matches!(slot.on_disk, OnDisk::Missing);
+            match &slot.now {
+                None if exists => writes.push(FileWrite::Remove { path: key.clone() }),
+                None | Some(None) => {}
+                Some(Some(bytes)) => writes.push(FileWrite::Put {
+                    path: key.clone(),
+                    bytes: bytes.clone(),
+                    permissions: slot.permissions.clone().or_else(|| match &slot.on_disk {
+                        OnDisk::File(permissions) => Some(permissions.clone()),
+                        _ => None,
+                    }),
+                    replaces: exists,
+                }),
+            }
+        }
+        Plan {
+            writes,
+            report: self.report,
+        }
+    }
+}
+
+fn missing<T>(path: &Path, action: &'static str) -> Result<T, ApplyPatchError> {
+    Err(ApplyPatchError::Missing {
+        path: path.to_path_buf(),
+        action,
+    })
+}
+
+fn already_exists<T>(path: &Path, action: &'static str) -> Result<T, ApplyPatchError> {
+    Err(ApplyPatchError::AlreadyExists {
+        path: path.to_path_buf(),
+        action,
+    })
+}
+
+fn not_a_file<T>(path: &Path, action: &'static str) -> Result<T, ApplyPatchError> {
+    Err(ApplyPatchError::NotAFile {
+        path: path.to_path_buf(),
+        action,
+    })
+}
