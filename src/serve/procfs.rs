@@ -42,23 +42,21 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
     })
 }
 
-/// Whether a process's kernel wait channel or current system call says it
-/// is blocked reading a terminal: `n_tty_read`/`wait_woken` in `wchan`, or a
-/// `read` (syscall 0 on x86-64, 63 on arm64) on fd 0 in `syscall`.
-pub fn is_terminal_read(wchan: &str, syscall: &str) -> bool {
-    let wchan = wchan.trim();
-    if wchan == "n_tty_read" || wchan == "wait_woken" || wchan == "tty_read" {
+/// Whether a process is blocked reading a terminal, from its kernel wait
+/// channel (`n_tty_read`) or its current system call (`read`/`readv` on an
+/// fd that `is_tty_fd` says is a terminal). Waiting in `poll`/`select` does
+/// not count: a server on a PTY polls its sockets with a terminal on fd 0,
+/// and calling that a prompt would end a `wait_for` before the ready line.
+pub fn is_terminal_read(wchan: &str, syscall: &str, is_tty_fd: impl Fn(u64) -> bool) -> bool {
+    if wchan.trim() == "n_tty_read" {
         return true;
     }
-    let mut fields = syscall.split_whitespace();
-    let number = fields.next();
-    let fd = fields.next();
-    let read_syscall = if cfg!(target_arch = "aarch64") {
-        "63"
-    } else {
-        "0"
-    };
-    number == Some(read_syscall) && fd == Some("0x0")
+    let mut fields = syscall.split_ascii_whitespace();
+    let number = fields.next().and_then(|n| n.parse::<i64>().ok());
+    let fd = fields
+        .next()
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    number.is_some_and(|n| n == libc::SYS_read || n == libc::SYS_readv) && fd.is_some_and(is_tty_fd)
 }
 
 /// A listening socket from `/proc/net/tcp{,6}`: its inode and port.
@@ -163,24 +161,32 @@ impl Procfs {
             .collect()
     }
 
-    /// Whether the foreground process group of `leader`'s terminal has a
-    /// process blocked reading it. False when `leader` has no terminal.
-    pub fn awaiting_terminal_input(&self, leader: i32) -> bool {
-        let Some(lead) = self.stat(leader) else {
-            return false;
-        };
-        if lead.tpgid <= 0 {
-            return false;
-        }
+    /// Whether a process of the foreground group `pgrp` of a terminal is
+    /// blocked reading it (a prompt waiting for an answer).
+    pub fn group_reads_terminal(&self, pgrp: i32) -> bool {
         self.all_stats()
             .iter()
-            .filter(|s| s.pgrp == lead.tpgid && s.session == lead.session && s.state == 'S')
-            .any(|s| {
-                let dir = self.root.join(s.pid.to_string());
-                let wchan = fs::read_to_string(dir.join("wchan")).unwrap_or_default();
-                let syscall = fs::read_to_string(dir.join("syscall")).unwrap_or_default();
-                is_terminal_read(&wchan, &syscall)
-            })
+            .filter(|s| s.pgrp == pgrp && s.state == 'S')
+            .any(|s| self.reads_terminal(s.pid))
+    }
+
+    /// The foreground process group of `leader`'s controlling terminal.
+    pub fn terminal_foreground(&self, leader: i32) -> Option<i32> {
+        self.stat(leader).map(|s| s.tpgid).filter(|&g| g > 0)
+    }
+
+    fn reads_terminal(&self, pid: i32) -> bool {
+        let dir = self.root.join(pid.to_string());
+        let wchan = fs::read_to_string(dir.join("wchan")).unwrap_or_default();
+        let syscall = fs::read_to_string(dir.join("syscall")).unwrap_or_default();
+        is_terminal_read(&wchan, &syscall, |fd| {
+            fs::read_link(dir.join("fd").join(fd.to_string()))
+                .map(|t| {
+                    let t = t.to_string_lossy();
+                    t.starts_with("/dev/pts/") || t == "/dev/tty" || t.starts_with("/dev/tty")
+                })
+                .unwrap_or(false)
+        })
     }
 
     /// The TCP ports (v4 and v6) that any of `pids` listens on, sorted.
@@ -239,20 +245,31 @@ mod tests {
 
     #[test]
     fn terminal_reads_are_recognised() {
-        assert!(is_terminal_read("n_tty_read\n", ""));
-        assert!(is_terminal_read("wait_woken", ""));
-        if !cfg!(target_arch = "aarch64") {
-            assert!(is_terminal_read(
-                "0",
-                "0 0x0 0x55d0 0x1 0x0 0x0 0x0 0x7ffd 0x7f12"
-            ));
-            assert!(!is_terminal_read(
-                "0",
-                "0 0x3 0x55d0 0x1 0x0 0x0 0x0 0x7ffd 0x7f12"
-            ));
-        }
-        assert!(!is_terminal_read("do_epoll_wait", "232 0x4 0x1 0x2"));
-        assert!(!is_terminal_read("", "running"));
+        let tty = |fd: u64| fd == 0 || fd == 5;
+        let read = libc::SYS_read;
+        assert!(is_terminal_read("n_tty_read\n", "", tty));
+        assert!(is_terminal_read(
+            "wait_woken",
+            &format!("{read} 0x0 0x55d0 0x1 0x0"),
+            tty
+        ));
+        assert!(is_terminal_read(
+            "wait_woken",
+            &format!("{read} 0x5 0x55d0 0x1 0x0"),
+            tty
+        ));
+        assert!(!is_terminal_read(
+            "wait_woken",
+            &format!("{read} 0x3 0x55d0 0x1 0x0"),
+            tty
+        ));
+        let poll = libc::SYS_ppoll;
+        assert!(!is_terminal_read(
+            "do_sys_poll",
+            &format!("{poll} 0x7ffd 0x2 0x0"),
+            tty
+        ));
+        assert!(!is_terminal_read("", "running", tty));
     }
 
     #[test]

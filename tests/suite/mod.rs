@@ -4,3 +4,4 @@ mod apply_patch;
 mod dispatch;
 mod exec;
 mod path_guard;
+mod serve;
