@@ -3,8 +3,8 @@
 //! A server killed with SIGKILL cannot clean up: its direct children die by
 //! their parent-death signal, but a grandchild that double-forked lives on
 //! under init. Every child carries `AGENT_REACH_SESSION=ar-<pid>-...`; at the
-//! next start, any process whose tag names a pid that no longer runs
-//! agent-reach is such an orphan.
+//! next start, any process whose tag names a pid that no longer exists is
+//! such an orphan.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -17,18 +17,10 @@ pub fn owner_pid(tag: &str) -> Option<i32> {
     tag.strip_prefix("ar-")?.split('-').next()?.parse().ok()
 }
 
-/// Whether `pid` is a live agent-reach process.
-fn is_agent_reach(pid: i32) -> bool {
-    fs::read_link(format!("/proc/{pid}/exe"))
-        .map(|exe| {
-            exe.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("agent-reach") || n.starts_with("agent_reach"))
-        })
-        .unwrap_or(false)
-        || fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| c.windows(11).any(|w| w == b"agent-reach"))
-            .unwrap_or(false)
+/// Whether `pid` still runs. A reused pid makes an orphan look owned and
+/// spares it: the safe way to be wrong.
+fn is_alive(pid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// Kills (SIGKILL) every process whose session tag names a dead owner.
@@ -64,7 +56,7 @@ pub fn sweep() -> Vec<i32> {
             continue;
         }
         if !dead_owners.contains(&owner) {
-            if is_agent_reach(owner) {
+            if is_alive(owner) {
                 live_owners.insert(owner);
                 continue;
             }
