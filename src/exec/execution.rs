@@ -60,17 +60,8 @@ struct Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         let shared = &self.shared;
-        let running = shared.lock().exit.is_none();
-        let leftovers = !kill::members(shared, false).is_empty();
-        if running || leftovers {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(-shared.pid, libc::SIGKILL) };
-            for pid in kill::members(shared, true) {
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            if let Some(cgroup) = &shared.cgroup {
-                cgroup.kill_all();
-            }
+        if kill::may_have_members(shared) {
+            kill::kill_now(shared);
         }
         shared.stop_reading();
     }
@@ -166,19 +157,17 @@ impl Execution {
             events,
             wake: wake_tx,
             kill_lock: Mutex::new(()),
+            live: kill::LiveExecutionGuard::new(),
         });
         let pump_shared = Arc::clone(&shared);
         let known = forked.known;
-        std::thread::Builder::new()
+        let timeout_at = spec.timeout.map(|timeout| started_at + timeout);
+        let pumping = std::thread::Builder::new()
             .name(format!("agent-reach-pump-{pid}"))
-            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, known))
-            .map_err(watch_error)?;
-        if let Some(timeout) = spec.timeout {
-            let watch_shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name(format!("agent-reach-timeout-{pid}"))
-                .spawn(move || enforce_timeout(&watch_shared, started_at + timeout))
-                .map_err(watch_error)?;
+            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, known, timeout_at));
+        if let Err(source) = pumping {
+            kill::kill_now(&shared);
+            return Err(watch_error(source));
         }
         Ok(Execution {
             owner: Arc::new(Owner {
@@ -336,9 +325,26 @@ impl Execution {
         if let Some(done) = cached.as_ref() {
             return done.clone();
         }
-        let shared = Arc::clone(&self.owner.shared);
-        let cleanup = tokio::task::spawn_blocking(move || finish_blocking(&shared)).await;
-        let survivors = cleanup.unwrap_or_default();
+        let shared = &self.owner.shared;
+        shared.wait_async(far_future(), |s| s.exit.is_some()).await;
+        shared
+            .wait_async(Instant::now() + EXIT_SETTLE, |s| s.output_done)
+            .await;
+        let output_done = shared.lock().output_done;
+        if !output_done || kill::may_have_members(shared) {
+            // Something of the command is left, or holds its output open:
+            // the slow path, on a thread since it sleeps through the grace.
+            let shared = Arc::clone(shared);
+            let _ = tokio::task::spawn_blocking(move || {
+                kill::kill_everything(&shared);
+                kill::drain(&shared);
+            })
+            .await;
+        }
+        if !spawner::unknown_children().is_empty() {
+            spawner::reap_orphans();
+        }
+        let survivors = shared.lock().survivors.clone();
         let completed = Completed::build(self, opts, survivors);
         *cached = Some(completed.clone());
         completed
@@ -349,48 +355,24 @@ impl Execution {
     }
 }
 
-/// The blocking part of `finish`: returns the survivors.
-fn finish_blocking(shared: &Shared) -> Vec<u32> {
-    shared.wait_blocking(far_future(), |s| s.exit.is_some());
-    let _ = shared.wait_blocking(Instant::now() + EXIT_SETTLE, |s| s.output_done);
-    if !kill::members(shared, false).is_empty() || !shared.lock().output_done {
-        kill::kill_everything(shared);
-    }
-    kill::drain(shared);
-    spawner::reap_orphans();
-    shared.lock().survivors.clone()
-}
-
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 
-/// The command timeout: waits for the exit or the deadline; at the
-/// deadline marks the execution timed out and kills it.
-fn enforce_timeout(shared: &Shared, deadline: Instant) {
-    if shared.wait_blocking(deadline, |s| s.exit.is_some()) {
-        return;
-    }
-    {
-        let mut state = shared.lock();
-        if state.exit.is_some() {
-            return;
-        }
-        state.timed_out = true;
-    }
-    kill::terminate(shared);
-}
-
 fn captures_for(spec: &SpawnSpec) -> Captures {
+    let store = if spec.limits.spill {
+        super::glue::open_spill_store(&spec.home, spec.limits.spill_cap_bytes)
+    } else {
+        None
+    };
     let config = |label: &str| SinkConfig {
         cap_bytes: spec.limits.cap_bytes,
         secrets: spec.secrets.clone(),
         keep_color: spec.limits.keep_color,
         tty: spec.tty,
         label: format!("{}-{label}", spec.session_tag),
-        home: spec.home.clone(),
-        spill: spec.limits.spill,
-        spill_cap_bytes: spec.limits.spill_cap_bytes,
+        spill: store.clone(),
+        skim_after: skim_after(&spec.limits),
     };
     if spec.merge_output || spec.tty {
         Captures::Merged(Sink::new(config("output")))
@@ -399,6 +381,18 @@ fn captures_for(spec: &SpawnSpec) -> Captures {
             stdout: Sink::new(config("stdout")),
             stderr: Sink::new(config("stderr")),
         }
+    }
+}
+
+/// Raw bytes after which a stream is skimmed: what the spill file can hold
+/// when there is one (nothing more could be saved or shown), else a few
+/// times the memory cap.
+fn skim_after(limits: &super::spec::OutputLimits) -> u64 {
+    let memory = (limits.cap_bytes as u64).saturating_mul(8);
+    if limits.spill {
+        limits.spill_cap_bytes.max(memory)
+    } else {
+        memory
     }
 }
 

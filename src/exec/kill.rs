@@ -9,6 +9,7 @@
 //! that is still there after the last SIGKILL is reported as a survivor.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::env::SESSION_VAR;
@@ -33,23 +34,102 @@ pub struct KillReport {
     pub survivors: Vec<u32>,
 }
 
-/// Live processes that belong to the execution, the command included while
-/// it has not exited. `thorough` adds the `/proc` scan for the session tag
-/// even when a cgroup holds the execution.
-pub fn members(shared: &Shared, thorough: bool) -> BTreeSet<i32> {
+/// Cheap test: whether anything of the execution may still be alive. When
+/// the command has exited and nothing it started is in its cgroup or among
+/// our unregistered children, nothing of it is left: every descendant that
+/// outlives its parent is re-parented to us, the subreaper (or to a
+/// subreaper below us, which is itself such a descendant).
+pub fn may_have_members(shared: &Shared) -> bool {
+    if shared.lock().exit.is_none() {
+        return true;
+    }
+    if let Some(cgroup) = &shared.cgroup
+        && !cgroup.members().is_empty()
+    {
+        return true;
+    }
+    spawner::unknown_children()
+        .into_iter()
+        .any(procfs::is_alive)
+}
+
+/// Live processes that belong to the execution: its process group, its
+/// cgroup, its session tag, and, when it is the only execution in this
+/// process, every orphan re-parented to us and their descendants.
+pub fn members(shared: &Shared) -> BTreeSet<i32> {
     let mut pids = BTreeSet::new();
+    if !may_have_members(shared) {
+        return pids;
+    }
     if shared.lock().exit.is_none() && procfs::is_alive(shared.pid) {
         pids.insert(shared.pid);
     }
     if let Some(cgroup) = &shared.cgroup {
         pids.extend(cgroup.members());
     }
-    if shared.cgroup.is_none() || thorough {
-        pids.extend(procfs::tagged_pids(SESSION_VAR, &shared.tag));
-        pids.extend(procfs::group_members(shared.pid));
+    let processes = procfs::live_processes(SESSION_VAR, &shared.tag);
+    for process in &processes {
+        if process.tagged || process.stat.pgrp == shared.pid {
+            pids.insert(process.stat.pid);
+        }
     }
+    let mut roots = pids.clone();
+    if live_executions() <= 1 {
+        roots.extend(spawner::unknown_children());
+    }
+    pids.extend(descendants(&processes, &roots));
     pids.remove(&(std::process::id() as i32));
     pids
+}
+
+/// `roots` and every live process below them.
+fn descendants(processes: &[procfs::LiveProcess], roots: &BTreeSet<i32>) -> BTreeSet<i32> {
+    let mut found: BTreeSet<i32> = roots
+        .iter()
+        .copied()
+        .filter(|pid| processes.iter().any(|p| p.stat.pid == *pid))
+        .collect();
+    loop {
+        let before = found.len();
+        for process in processes {
+            if found.contains(&process.stat.ppid) {
+                found.insert(process.stat.pid);
+            }
+        }
+        if found.len() == before {
+            return found;
+        }
+    }
+}
+
+static LIVE_EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
+
+/// Executions in this process whose clean-up has not finished.
+pub fn live_executions() -> usize {
+    LIVE_EXECUTIONS.load(Ordering::Relaxed)
+}
+
+/// Counts one execution as live until dropped.
+#[derive(Debug)]
+pub struct LiveExecutionGuard(());
+
+impl LiveExecutionGuard {
+    pub fn new() -> Self {
+        LIVE_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
+        Self(())
+    }
+}
+
+impl Default for LiveExecutionGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for LiveExecutionGuard {
+    fn drop(&mut self) {
+        LIVE_EXECUTIONS.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
@@ -77,7 +157,7 @@ fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
 pub fn kill_everything(shared: &Shared) -> KillReport {
     let _one_at_a_time = shared.kill_lock.lock().unwrap_or_else(|p| p.into_inner());
     let mut report = KillReport::default();
-    let mut targets = members(shared, true);
+    let mut targets = members(shared);
     if targets.is_empty() {
         return report;
     }
@@ -86,13 +166,13 @@ pub fn kill_everything(shared: &Shared) -> KillReport {
     let grace_end = Instant::now() + shared.kill_grace;
     loop {
         std::thread::sleep(POLL);
-        targets = members(shared, false);
+        targets = members(shared);
         if targets.is_empty() || Instant::now() >= grace_end {
             break;
         }
     }
     let confirm_end = Instant::now() + KILL_CONFIRM;
-    targets = members(shared, true);
+    targets = members(shared);
     while !targets.is_empty() {
         report.escalated = true;
         signal_all(shared, &targets, libc::SIGKILL);
@@ -106,12 +186,21 @@ pub fn kill_everything(shared: &Shared) -> KillReport {
             break;
         }
         std::thread::sleep(POLL);
-        targets = members(shared, true);
+        targets = members(shared);
     }
     report.survivors = targets.iter().map(|p| *p as u32).collect();
     spawner::reap_orphans();
     shared.lock().survivors = report.survivors.clone();
     report
+}
+
+/// SIGKILL to everything of the execution at once, without grace (the last
+/// handle went away, or no thread could wait out the grace).
+pub fn kill_now(shared: &Shared) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(-shared.pid, libc::SIGKILL) };
+    let targets = members(shared);
+    signal_all(shared, &targets, libc::SIGKILL);
 }
 
 /// Waits up to the drain bound for the output to close, then stops reading.

@@ -86,6 +86,35 @@ pub fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
         .collect()
 }
 
+/// One live process as a membership test needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveProcess {
+    pub stat: ProcStat,
+    /// Its environment carries the tag looked for.
+    pub tagged: bool,
+}
+
+/// Every live process (not us), with whether its environment carries
+/// `name=tag`: one pass over `/proc` for all membership rules.
+pub fn live_processes(name: &str, tag: &str) -> Vec<LiveProcess> {
+    let entry = format!("{name}={tag}").into_bytes();
+    let mut buf = Vec::with_capacity(8192);
+    all_pids()
+        .into_iter()
+        .filter_map(stat)
+        .filter(ProcStat::is_alive)
+        .map(|stat| {
+            buf.clear();
+            let read = fs::File::open(format!("/proc/{}/environ", stat.pid))
+                .and_then(|mut f| f.read_to_end(&mut buf));
+            LiveProcess {
+                stat,
+                tagged: read.is_ok() && environ_has(&buf, &entry),
+            }
+        })
+        .collect()
+}
+
 /// Live processes in process group `pgrp`.
 pub fn group_members(pgrp: i32) -> Vec<i32> {
     all_pids()

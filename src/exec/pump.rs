@@ -12,7 +12,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
@@ -61,7 +61,9 @@ pub fn run(
     pidfd: Option<OwnedFd>,
     wake: UnixStream,
     known: KnownChildGuard,
+    timeout_at: Option<Instant>,
 ) {
+    let mut timeout_at = timeout_at;
     let mut pidfd = pidfd;
     let mut known = Some(known);
     let mut buf = vec![0u8; CHUNK];
@@ -73,7 +75,15 @@ pub fn run(
         if exited && sources.is_empty() {
             break;
         }
-        let (ready, pid_ready, wake_ready) = wait_ready(&sources, pidfd.as_ref(), &wake, exited);
+        if let Some(at) = timeout_at
+            && Instant::now() >= at
+        {
+            timeout_at = None;
+            start_timeout_kill(&shared);
+        }
+        let wait_limit = timeout_at.filter(|_| !exited);
+        let (ready, pid_ready, wake_ready) =
+            wait_ready(&sources, pidfd.as_ref(), &wake, exited, wait_limit);
         let mut closed = Vec::new();
         for (index, source) in sources.iter_mut().enumerate() {
             if ready.get(index).copied().unwrap_or(false)
@@ -104,11 +114,35 @@ pub fn run(
     shared.notify();
 }
 
+/// The command timeout ran out: mark the execution and kill it on a thread
+/// of its own (the kill waits out the grace period; the pump must go on
+/// reading meanwhile).
+fn start_timeout_kill(shared: &Arc<Shared>) {
+    {
+        let mut state = shared.lock();
+        if state.exit.is_some() {
+            return;
+        }
+        state.timed_out = true;
+    }
+    let killer = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name(format!("agent-reach-timeout-{}", shared.pid))
+        .spawn(move || {
+            super::kill::terminate(&killer);
+        });
+    if spawned.is_err() {
+        // No thread to wait out the grace: kill at once instead.
+        super::kill::kill_now(shared);
+    }
+}
+
 fn wait_ready(
     sources: &[Source],
     pidfd: Option<&OwnedFd>,
     wake: &UnixStream,
     exited: bool,
+    until: Option<Instant>,
 ) -> (Vec<bool>, bool, bool) {
     let mut fds: Vec<PollFd> = sources
         .iter()
@@ -123,10 +157,13 @@ fn wait_ready(
     };
     fds.push(PollFd::new(wake.as_fd(), PollFlags::POLLIN));
     let wake_index = fds.len() - 1;
-    let timeout = if !exited && pidfd.is_none() {
-        PollTimeout::from(TICK_MS)
-    } else {
-        PollTimeout::NONE
+    let tick = (!exited && pidfd.is_none()).then(|| Duration::from_millis(u64::from(TICK_MS)));
+    let to_deadline =
+        until.map(|at| at.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
+    let timeout = match (tick, to_deadline) {
+        (Some(a), Some(b)) => PollTimeout::try_from(a.min(b)).unwrap_or(PollTimeout::MAX),
+        (Some(a), None) | (None, Some(a)) => PollTimeout::try_from(a).unwrap_or(PollTimeout::MAX),
+        (None, None) => PollTimeout::NONE,
     };
     if poll(&mut fds, timeout).is_err() {
         // EINTR: just look again.

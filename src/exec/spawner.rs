@@ -62,12 +62,8 @@ impl Drop for KnownChildGuard {
 /// Reaps every zombie child of ours that nobody registered: orphans of
 /// commands we ran, re-parented to us as their subreaper. Returns how many.
 pub fn reap_orphans() -> usize {
-    let guard = known();
     let mut reaped = 0;
-    for pid in procfs::own_children() {
-        if guard.as_ref().is_some_and(|set| set.contains(&pid)) {
-            continue;
-        }
+    for pid in unknown_children() {
         let mut status = 0;
         // SAFETY: waitpid on a specific pid with WNOHANG has no preconditions.
         if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
@@ -127,8 +123,29 @@ fn spawner() -> Option<&'static Mutex<mpsc::Sender<Job>>> {
         .as_ref()
 }
 
-/// Forks and execs on the spawner thread.
+/// Whether the calling thread is the process's main thread, which lives as
+/// long as the process: forking there needs no hand-over.
+fn on_main_thread() -> bool {
+    // SAFETY: gettid and getpid have no preconditions.
+    unsafe { libc::gettid() == libc::getpid() }
+}
+
+/// Our children that nobody registered: orphans of commands we ran (we are
+/// their subreaper), alive or zombies.
+pub fn unknown_children() -> Vec<i32> {
+    let guard = known();
+    procfs::own_children()
+        .into_iter()
+        .filter(|pid| !guard.as_ref().is_some_and(|set| set.contains(pid)))
+        .collect()
+}
+
+/// Forks and execs on a thread that outlives the child: the calling thread
+/// when it is the main thread, else the spawner thread.
 pub fn fork_exec(request: ForkRequest) -> std::io::Result<Forked> {
+    if on_main_thread() {
+        return fork_exec_here(request);
+    }
     let broken = || std::io::Error::other("the spawner thread is gone");
     let sender = spawner().ok_or_else(broken)?;
     let (reply_tx, reply_rx) = mpsc::sync_channel(1);

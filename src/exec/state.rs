@@ -73,6 +73,10 @@ impl ExitInfo {
 /// Where output goes: each stream apart (one-shot results) or both in
 /// arrival order (sessions).
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per execution, built once and never moved in a hot path"
+)]
 pub enum Captures {
     Separate { stdout: Sink, stderr: Sink },
     Merged(Sink),
@@ -199,6 +203,8 @@ pub struct Shared {
     pub wake: UnixStream,
     /// Only one termination runs at a time.
     pub kill_lock: Mutex<()>,
+    /// Counts this execution for the orphan attribution rule.
+    pub live: super::kill::LiveExecutionGuard,
 }
 
 impl Shared {
@@ -234,6 +240,29 @@ impl Shared {
                 Ok((guard, _)) => guard,
                 Err(poisoned) => poisoned.into_inner().0,
             };
+        }
+    }
+
+    /// Async: waits until `done(state)` or the deadline; returns whether it held.
+    pub async fn wait_async(&self, deadline: Instant, done: impl Fn(&State) -> bool) -> bool {
+        let mut events = self.events.subscribe();
+        loop {
+            events.borrow_and_update();
+            if done(&self.lock()) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
+            tokio::select! {
+                changed = events.changed() => {
+                    if changed.is_err() {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                () = sleep => {}
+            }
         }
     }
 
@@ -298,9 +327,8 @@ mod tests {
                 keep_color: false,
                 tty: false,
                 label: "t".into(),
-                home: "/tmp".into(),
-                spill: false,
-                spill_cap_bytes: 0,
+                spill: None,
+                skim_after: u64::MAX,
             },
         )));
         state.remember_for_matching(&vec![b'a'; MATCH_BUFFER_BYTES]);

@@ -371,3 +371,102 @@ fn a_prompt_reading_dev_tty_fails_at_once_on_pipes() {
         .run()
         .elapsed_under(Duration::from_secs(5));
 }
+
+#[test]
+fn a_flood_keeps_memory_bounded_and_the_tail_survives() {
+    let env = TestEnv::new();
+    let script = "yes 'compiling crate number 42 of many' | head -c 200000000; echo; echo '3 failed'; \
+                  grep VmHWM /proc/$PPID/status >&2";
+    let result = env
+        .cmd()
+        .args(["run", "--timeout-ms", "120000", "--", "sh", "-c", script])
+        .limit(Duration::from_secs(150))
+        .run();
+    result
+        .success()
+        .stdout_contains("3 failed\n")
+        .stdout_contains("omitted");
+    assert!(
+        result.stdout.len() < 100_000,
+        "folded: {} bytes",
+        result.stdout.len()
+    );
+    let hwm_kb: u64 = result
+        .stderr_str()
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {:?}", result.stderr_str()));
+    assert!(hwm_kb < 64 * 1024, "peak RSS of agent-reach: {hwm_kb} kB");
+}
+
+#[test]
+fn a_progress_bar_comes_back_as_a_few_lines() {
+    let env = TestEnv::new();
+    let script = "i=0; while [ $i -lt 10000 ]; do printf '\\rBuilding %d/10000' $i; i=$((i+1)); done; \
+                  printf '\\rBuilding done\\n'; echo finished";
+    let result = env
+        .cmd()
+        .args(["run", "--timeout-ms", "60000", "--", "sh", "-c", script])
+        .limit(Duration::from_secs(90))
+        .run();
+    result.success().stdout_contains("finished");
+    let lines = result.stdout_str().lines().count();
+    assert!(lines <= 4, "{lines} lines:\n{}", result.stdout_str());
+}
+
+#[test]
+fn nul_laden_output_is_refused() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "printf 'PK\\003\\004\\000\\000\\000binary\\000'; head -c 5000 /dev/zero",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.success();
+    assert!(!result.stdout.contains(&0), "no NUL reaches the model");
+    assert!(
+        result.stdout_str().to_lowercase().contains("binary"),
+        "{}",
+        result.stdout_str()
+    );
+    assert_eq!(
+        result.stdout_str().trim_end().lines().count(),
+        1,
+        "{}",
+        result.stdout_str()
+    );
+}
+
+#[test]
+fn json_reports_truncation_with_a_spill_file() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--json",
+            "--max-output-tokens",
+            "100",
+            "--",
+            "seq",
+            "1",
+            "20000",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    result.success();
+    let json = result.json();
+    assert_eq!(json["truncated"], true);
+    let path = json["full_output_path"].as_str().expect("a spill path");
+    let spilled = std::fs::read_to_string(path).unwrap();
+    assert!(spilled.starts_with("1\n2\n") && spilled.ends_with("19999\n20000\n"));
+    assert!(json["stdout"].as_str().unwrap().contains("20000"));
+    assert_eq!(json["original_bytes"]["stdout"], 108_894);
+}
