@@ -1,0 +1,204 @@
+//! Per-tool counters and a latency histogram, readable as Prometheus text
+//! (for `--metrics-addr`) and as JSON (for an MCP resource).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::result::Status;
+
+/// Histogram bucket upper bounds, in seconds.
+pub const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// The label for requests that name no known tool (so clients cannot
+/// create unbounded label values).
+pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
+/// The label for raw `command` requests.
+pub const RAW_COMMAND_LABEL: &str = "_command";
+
+/// A counter's name, help text and how to read it from [`ToolCounts`].
+type CounterDef = (&'static str, &'static str, fn(&ToolCounts) -> u64);
+
+/// One tool's counts.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ToolCounts {
+    pub runs: u64,
+    pub successes: u64,
+    pub failures: u64,
+    pub timeouts: u64,
+    pub errors: u64,
+    pub busy: u64,
+    pub rejected: u64,
+    pub cached: u64,
+    /// Cumulative counts per bucket of [`BUCKETS`] (plus `+Inf` = `runs`).
+    pub latency_buckets: Vec<u64>,
+    pub latency_sum_seconds: f64,
+}
+
+/// The metrics of one process.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    tools: Mutex<BTreeMap<String, ToolCounts>>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts one answered request.
+    pub fn record(&self, tool: &str, status: Status, cached: bool, duration: Duration) {
+        let mut tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+        let counts = tools.entry(tool.to_owned()).or_default();
+        if counts.latency_buckets.is_empty() {
+            counts.latency_buckets = vec![0; BUCKETS.len()];
+        }
+        if cached {
+            counts.cached += 1;
+        }
+        match status {
+            Status::Busy => counts.busy += 1,
+            Status::Rejected => counts.rejected += 1,
+            Status::Error => counts.errors += 1,
+            ran => {
+                if cached {
+                    return;
+                }
+                counts.runs += 1;
+                match ran {
+                    Status::Success => counts.successes += 1,
+                    Status::Timeout => counts.timeouts += 1,
+                    _ => counts.failures += 1,
+                }
+                let seconds = duration.as_secs_f64();
+                counts.latency_sum_seconds += seconds;
+                for (bucket, bound) in counts.latency_buckets.iter_mut().zip(BUCKETS) {
+                    if seconds <= *bound {
+                        *bucket += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A copy of every tool's counts.
+    pub fn snapshot(&self) -> BTreeMap<String, ToolCounts> {
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The counts as JSON: `{"tools": {NAME: {...}}, "buckets": [...]}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "buckets_seconds": BUCKETS,
+            "tools": self.snapshot(),
+        })
+    }
+
+    /// The Prometheus text exposition format (version 0.0.4).
+    pub fn prometheus_text(&self) -> String {
+        let tools = self.snapshot();
+        let mut out = String::new();
+        let counters: [CounterDef; 8] = [
+            ("runs", "Commands run to an end", |c| c.runs),
+            ("successes", "Runs that exited 0", |c| c.successes),
+            ("failures", "Runs that exited non-zero", |c| c.failures),
+            ("timeouts", "Runs killed at their timeout", |c| c.timeouts),
+            ("errors", "Requests agent-reach failed to serve", |c| {
+                c.errors
+            }),
+            ("busy", "Requests refused because the queue was full", |c| {
+                c.busy
+            }),
+            (
+                "rejected",
+                "Requests refused as invalid or not allowed",
+                |c| c.rejected,
+            ),
+            ("cached", "Requests answered from the cache", |c| c.cached),
+        ];
+        for (name, help, get) in counters {
+            let _ = writeln!(out, "# HELP agent_reach_tool_{name}_total {help}.");
+            let _ = writeln!(out, "# TYPE agent_reach_tool_{name}_total counter");
+            for (tool, counts) in &tools {
+                let _ = writeln!(
+                    out,
+                    "agent_reach_tool_{name}_total{{tool=\"{}\"}} {}",
+                    escape(tool),
+                    get(counts)
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_tool_duration_seconds Run time of commands."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_tool_duration_seconds histogram");
+        for (tool, counts) in &tools {
+            let tool = escape(tool);
+            for (bound, count) in BUCKETS.iter().zip(&counts.latency_buckets) {
+                let _ = writeln!(
+                    out,
+                    "agent_reach_tool_duration_seconds_bucket{{tool=\"{tool}\",le=\"{bound}\"}} {count}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "agent_reach_tool_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {}",
+                counts.runs
+            );
+            let _ = writeln!(
+                out,
+                "agent_reach_tool_duration_seconds_sum{{tool=\"{tool}\"}} {}",
+                counts.latency_sum_seconds
+            );
+            let _ = writeln!(
+                out,
+                "agent_reach_tool_duration_seconds_count{{tool=\"{tool}\"}} {}",
+                counts.runs
+            );
+        }
+        out
+    }
+}
+
+fn escape(label: &str) -> String {
+    label
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_histogram_add_up() {
+        let m = Metrics::new();
+        m.record("t", Status::Success, false, Duration::from_millis(3));
+        m.record("t", Status::Failure, false, Duration::from_millis(200));
+        m.record("t", Status::Timeout, false, Duration::from_secs(2));
+        m.record("t", Status::Busy, false, Duration::ZERO);
+        m.record("t", Status::Rejected, false, Duration::ZERO);
+        m.record("t", Status::Success, true, Duration::ZERO);
+        let c = &m.snapshot()["t"];
+        assert_eq!(
+            (c.runs, c.failures, c.timeouts, c.busy, c.rejected, c.cached),
+            (3, 1, 1, 1, 1, 1)
+        );
+        assert_eq!(c.latency_buckets[0], 1);
+        assert_eq!(*c.latency_buckets.last().unwrap(), 3);
+        let text = m.prometheus_text();
+        assert!(
+            text.contains("agent_reach_tool_runs_total{tool=\"t\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("agent_reach_tool_duration_seconds_bucket{tool=\"t\",le=\"+Inf\"} 3")
+        );
+        assert_eq!(m.to_json()["tools"]["t"]["busy"], 1);
+    }
+}

@@ -1,0 +1,253 @@
+//! The registry's vocabulary: tools, typed parameters, risk, cwd policy and
+//! the top-level settings, as validated values (never raw TOML).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+
+use super::location::Location;
+use super::template::ArgTemplate;
+
+/// How much harm a tool can do. Ordered: `Low < Medium < High`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Risk {
+    Low,
+    Medium,
+    High,
+}
+
+impl Risk {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "low" => Some(Self::Low),
+            "medium" => Some(Self::Medium),
+            "high" => Some(Self::High),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+}
+
+impl fmt::Display for Risk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a tool runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CwdPolicy {
+    /// The project root (`--root`).
+    ProjectRoot,
+    /// The request's `workdir`, confined to the project root (default: the root).
+    Caller,
+    /// Always this directory (relative paths are taken from the project root).
+    Fixed(PathBuf),
+}
+
+impl fmt::Display for CwdPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ProjectRoot => f.write_str("project_root"),
+            Self::Caller => f.write_str("caller"),
+            Self::Fixed(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// The type of a parameter (and of a list parameter's items).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Enum,
+    Path,
+    List,
+}
+
+impl ParamType {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "string" => Some(Self::String),
+            "integer" => Some(Self::Integer),
+            "number" => Some(Self::Number),
+            "boolean" => Some(Self::Boolean),
+            "enum" => Some(Self::Enum),
+            "path" => Some(Self::Path),
+            "list" => Some(Self::List),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::String => "string",
+            Self::Integer => "integer",
+            Self::Number => "number",
+            Self::Boolean => "boolean",
+            Self::Enum => "enum",
+            Self::Path => "path",
+            Self::List => "list",
+        }
+    }
+}
+
+/// A typed parameter of a tool.
+#[derive(Debug, Clone)]
+pub struct ParamSpec {
+    pub name: String,
+    pub ty: ParamType,
+    /// For `list`: the type of each item (string, integer, number, enum or path).
+    pub items: ParamType,
+    pub required: bool,
+    pub default: Option<serde_json::Value>,
+    /// Bounds: the value for numbers, the length for strings, the item count for lists.
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    /// Must match the whole value (each item for lists).
+    pub pattern: Option<Regex>,
+    /// Allowed values (for `enum`, or to narrow a string).
+    pub allowed: Vec<String>,
+    /// For booleans: the argv element a `true` value becomes (false drops it).
+    pub flag: Option<String>,
+    /// Values that start with `-` are refused unless this is set, so a value
+    /// can never turn into an option of the program.
+    pub allow_leading_dash: bool,
+    pub description: Option<String>,
+}
+
+/// Whether a request may append a list of strings to the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtraArgs {
+    /// A list `args` is refused.
+    None,
+    /// Appended, but an element starting with `-` is refused.
+    Positional,
+    /// Appended as given, options included.
+    Any,
+}
+
+/// One tool of the registry, validated.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub command: Vec<ArgTemplate>,
+    pub params: Vec<ParamSpec>,
+    pub timeout: Option<Duration>,
+    pub cwd: CwdPolicy,
+    pub risk: Risk,
+    /// Environment variable names passed through from the server.
+    pub env: Vec<String>,
+    /// Secret names injected into the child only.
+    pub secrets: Vec<String>,
+    pub group: Option<String>,
+    /// The exclusive key (`exclusive = true` uses `tool:<name>`).
+    pub exclusive: Option<String>,
+    pub cache_ttl: Option<Duration>,
+    pub network: bool,
+    /// `read-only`, `workspace-write` or `danger-full-access`.
+    pub sandbox: Option<String>,
+    pub interactive: bool,
+    pub extra_args: ExtraArgs,
+    /// Where the tool was defined.
+    pub location: Location,
+}
+
+impl ToolSpec {
+    pub fn param(&self, name: &str) -> Option<&ParamSpec> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
+/// `[scheduler]`: how many run at once and how many may wait.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SchedulerSettings {
+    pub global: Option<usize>,
+    pub queue: Option<usize>,
+    pub groups: BTreeMap<String, usize>,
+}
+
+/// `[sandbox]`: defaults for tools without their own `sandbox`, and raw commands.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxSettings {
+    pub default: Option<String>,
+    pub writable_roots: Vec<PathBuf>,
+    pub best_effort: bool,
+}
+
+/// `[profiles.NAME]`: a narrower view of the registry.
+#[derive(Debug, Clone, Default)]
+pub struct Profile {
+    pub name: String,
+    pub max_risk: Option<Risk>,
+    pub approval: Option<Risk>,
+    /// Only these tools (empty = all).
+    pub tools: Vec<String>,
+    pub exclude: Vec<String>,
+    pub allow_raw_commands: Option<bool>,
+    pub location: Location,
+}
+
+/// The top-level settings of a registry.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub max_risk: Risk,
+    /// The lowest risk that needs `"approve": true`.
+    pub approval: Risk,
+    pub allow_raw_commands: bool,
+    /// The risk raw `command` requests count as (for `max_risk` and `approval`).
+    pub raw_commands_risk: Risk,
+    pub scheduler: SchedulerSettings,
+    pub sandbox: SandboxSettings,
+    /// `[env]`: variables set for every tool.
+    pub env: BTreeMap<String, String>,
+    /// A `NAME=value` file of secrets (mode 0600).
+    pub secrets_file: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            max_risk: Risk::High,
+            approval: Risk::High,
+            allow_raw_commands: false,
+            raw_commands_risk: Risk::Medium,
+            scheduler: SchedulerSettings::default(),
+            sandbox: SandboxSettings::default(),
+            env: BTreeMap::new(),
+            secrets_file: None,
+        }
+    }
+}
+
+/// The sandbox policies the sandbox wrapper knows.
+pub const SANDBOX_POLICIES: &[&str] = &["read-only", "workspace-write", "danger-full-access"];
+
+/// A tool name usable as a function name by every model API.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// An environment variable or secret name.
+pub fn is_valid_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}

@@ -1,0 +1,175 @@
+//! Tools as JSON schemas, for function calling (`tools schema`) and for the
+//! MCP server's tool list.
+
+use serde_json::{Map, Value, json};
+
+use super::model::{CwdPolicy, ExtraArgs, ParamSpec, ParamType, ToolSpec};
+
+impl ToolSpec {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The description, or a generated one naming the command.
+    pub fn description(&self) -> String {
+        if self.description.is_empty() {
+            let command: Vec<&str> = self.command.iter().map(|t| t.source.as_str()).collect();
+            format!("Runs `{}`", command.join(" "))
+        } else {
+            self.description.clone()
+        }
+    }
+
+    /// A JSON schema (draft 2020-12 subset) of the tool's named parameters.
+    pub fn input_schema(&self) -> Value {
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        for param in &self.params {
+            properties.insert(param.name.clone(), param_schema(param));
+            if param.required {
+                required.push(Value::String(param.name.clone()));
+            }
+        }
+        let mut schema = json!({
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        });
+        if !required.is_empty() {
+            schema["required"] = Value::Array(required);
+        }
+        schema
+    }
+
+    /// The OpenAI-style function definition.
+    pub fn function_schema(&self) -> Value {
+        let mut function = json!({
+            "name": self.name,
+            "description": self.description(),
+            "parameters": self.input_schema(),
+        });
+        let mut notes = Vec::new();
+        if self.cwd == CwdPolicy::Caller {
+            notes.push("runs in the request's `workdir` (inside the project)");
+        }
+        if self.extra_args != ExtraArgs::None && self.params.is_empty() {
+            notes.push("`args` may also be a list of strings appended to the command");
+        }
+        if !notes.is_empty() {
+            function["x-agent-reach-notes"] = json!(notes);
+        }
+        json!({ "type": "function", "function": function, "x-agent-reach-risk": self.risk.as_str() })
+    }
+}
+
+fn scalar_schema(param: &ParamSpec, ty: ParamType) -> Value {
+    let mut schema = match ty {
+        ParamType::String => json!({"type": "string"}),
+        ParamType::Integer => json!({"type": "integer"}),
+        ParamType::Number => json!({"type": "number"}),
+        ParamType::Boolean => json!({"type": "boolean"}),
+        ParamType::Enum => json!({"type": "string", "enum": param.allowed}),
+        ParamType::Path => json!({"type": "string", "format": "path"}),
+        ParamType::List => json!({"type": "array"}),
+    };
+    if ty == ParamType::String && !param.allowed.is_empty() {
+        schema["enum"] = json!(param.allowed);
+    }
+    if let Some(pattern) = &param.pattern {
+        schema["pattern"] = Value::String(pattern.as_str().to_owned());
+    }
+    if ty != ParamType::List {
+        let (min_key, max_key) = match ty {
+            ParamType::String => ("minLength", "maxLength"),
+            _ => ("minimum", "maximum"),
+        };
+        if matches!(
+            ty,
+            ParamType::String | ParamType::Integer | ParamType::Number
+        ) && param.ty != ParamType::List
+        {
+            if let Some(min) = param.min {
+                schema[min_key] = number(min);
+            }
+            if let Some(max) = param.max {
+                schema[max_key] = number(max);
+            }
+        }
+    }
+    schema
+}
+
+fn param_schema(param: &ParamSpec) -> Value {
+    let mut schema = if param.ty == ParamType::List {
+        let mut list = json!({"type": "array", "items": scalar_schema(param, param.items)});
+        if let Some(min) = param.min {
+            list["minItems"] = number(min);
+        }
+        if let Some(max) = param.max {
+            list["maxItems"] = number(max);
+        }
+        list
+    } else {
+        scalar_schema(param, param.ty)
+    };
+    let mut description = param.description.clone().unwrap_or_default();
+    if param.ty == ParamType::Path || param.items == ParamType::Path && param.ty == ParamType::List
+    {
+        if !description.is_empty() {
+            description.push_str(". ");
+        }
+        description.push_str("A path inside the project root");
+    }
+    if !description.is_empty() {
+        schema["description"] = Value::String(description);
+    }
+    if let Some(default) = &param.default {
+        schema["default"] = default.clone();
+    }
+    schema
+}
+
+fn number(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9e15 {
+        json!(n as i64)
+    } else {
+        json!(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::registry::parse::parse_file;
+    use serde_json::json;
+    use std::path::Path;
+
+    #[test]
+    fn schema_describes_types_bounds_and_required() {
+        let parsed = parse_file(
+            Path::new("t.toml"),
+            r#"[[tools]]
+name = "t"
+cwd = "project_root"
+command = ["x", "{n}", "{p}", "{e}"]
+params = [
+  { name = "n", type = "integer", min = 1, max = 9, required = true },
+  { name = "p", type = "path", default = "." },
+  { name = "e", type = "enum", enum = ["a", "b"] },
+  { name = "l", type = "list", max = 3 },
+]
+"#,
+        );
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        let schema = parsed.tools[0].input_schema();
+        assert_eq!(schema["required"], json!(["n"]));
+        assert_eq!(
+            schema["properties"]["n"],
+            json!({"type": "integer", "minimum": 1, "maximum": 9})
+        );
+        assert_eq!(schema["properties"]["e"]["enum"], json!(["a", "b"]));
+        assert_eq!(schema["properties"]["p"]["default"], json!("."));
+        assert_eq!(schema["properties"]["l"]["maxItems"], json!(3));
+        assert_eq!(schema["additionalProperties"], json!(false));
+    }
+}
