@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod orphans;
 pub mod params;
 pub mod procfs;
+pub mod registry_tools;
 pub mod reply;
 pub mod server;
 pub mod session;
@@ -34,6 +35,7 @@ use crate::cli::serve::ServeArgs;
 use crate::cli::session::Session as ProcessSession;
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::registry::{Dispatcher, DispatcherConfig, Registry};
 use metrics::Metrics;
 use server::{AgentReachServer, ServeConfig};
 
@@ -64,6 +66,25 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::USAGE;
         }
     };
+    let registry = match Registry::load(args.config.as_deref(), args.profile.as_deref(), &root) {
+        Ok(registry) => registry,
+        Err(e) => {
+            eprintln!("agent-reach serve: {e}");
+            return exit_code::INTERNAL;
+        }
+    };
+    let dispatcher_config = DispatcherConfig::for_session(
+        ctx.env.clone(),
+        ctx.agent_reach_home(),
+        session.sandbox_link(),
+    );
+    let dispatcher = match Dispatcher::new(registry, dispatcher_config) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("agent-reach serve: {e}");
+            return exit_code::INTERNAL;
+        }
+    };
     let orphans = orphans::sweep();
     if !orphans.is_empty() {
         tracing::warn!(pids = ?orphans, "killed processes a crashed agent-reach left behind");
@@ -86,7 +107,7 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
-    let code = runtime.block_on(serve(config, args));
+    let code = runtime.block_on(serve(config, args, dispatcher));
     runtime.shutdown_timeout(RUNTIME_STOP);
     drop(session);
     code
@@ -110,9 +131,9 @@ fn resolve_root(args: &ServeArgs, ctx: &ProcessContext) -> Result<PathBuf, Strin
 }
 
 /// Serves on stdio; returns the exit code once every session is killed.
-async fn serve(config: ServeConfig, args: ServeArgs) -> i32 {
+async fn serve(config: ServeConfig, args: ServeArgs, dispatcher: Arc<Dispatcher>) -> i32 {
     let metrics = Arc::new(Metrics::default());
-    let server = AgentReachServer::new(config, metrics.clone());
+    let server = AgentReachServer::new(config, metrics.clone(), Some(dispatcher));
     if let Some(addr) = args.metrics_addr {
         let server = server.clone();
         match metrics::serve(addr, move || metrics.render(server.live_sessions())).await {

@@ -25,6 +25,7 @@ use super::logging::{self, ExecutionEvent};
 use super::metrics::Metrics;
 use super::params::{self, ExecRequest, PollRequest};
 use super::procfs::{self, Procfs};
+use super::registry_tools::RegistryTools;
 use super::reply::{Reply, ReplyState};
 use super::session::{self, Session, WaitOutcome};
 use super::table::{Lookup, SessionTable};
@@ -61,6 +62,7 @@ struct Inner {
     config: ServeConfig,
     table: Mutex<SessionTable<Session>>,
     tools: Vec<Tool>,
+    registry: Option<RegistryTools>,
     metrics: Arc<Metrics>,
 }
 
@@ -76,13 +78,25 @@ impl<E: std::fmt::Display> From<E> for ToolFailure {
 type ToolResult = Result<CallToolResult, ToolFailure>;
 
 impl AgentReachServer {
-    pub fn new(config: ServeConfig, metrics: Arc<Metrics>) -> Self {
+    /// A server with the built-in tools and, when given, the registry's.
+    pub fn new(
+        config: ServeConfig,
+        metrics: Arc<Metrics>,
+        registry: Option<Arc<crate::registry::Dispatcher>>,
+    ) -> Self {
         let table = Mutex::new(SessionTable::new(config.max_sessions));
+        let mut all_tools = tools::builtin_tools();
+        let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
+        let registry = registry.map(|d| RegistryTools::new(d, &builtin));
+        if let Some(registry) = &registry {
+            all_tools.extend(registry.tools().iter().cloned());
+        }
         Self {
             inner: Arc::new(Inner {
                 config,
                 table,
-                tools: tools::builtin_tools(),
+                tools: all_tools,
+                registry,
                 metrics,
             }),
         }
@@ -612,6 +626,18 @@ impl ServerHandler for AgentReachServer {
             tools::LIST_SESSIONS => self.list_sessions(args).await,
             tools::KILL_SESSION => self.kill_session(args).await,
             tools::APPLY_PATCH => self.apply_patch(args).await,
+            other
+                if self
+                    .inner
+                    .registry
+                    .as_ref()
+                    .is_some_and(|r| r.serves(other)) =>
+            {
+                match &self.inner.registry {
+                    Some(registry) => Ok(registry.call(other, args).await),
+                    None => Err(ToolFailure(format!("no tool named {other:?}"))),
+                }
+            }
             other => {
                 return Err(McpError::invalid_params(
                     format!("no tool named {other:?}"),

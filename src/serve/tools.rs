@@ -16,6 +16,14 @@ pub const WRITE_STDIN: &str = "write_stdin";
 pub const LIST_SESSIONS: &str = "list_sessions";
 pub const KILL_SESSION: &str = "kill_session";
 pub const APPLY_PATCH: &str = "apply_patch";
+/// The built-in tools' names; a registry tool cannot take one of them.
+pub const BUILTIN_NAMES: [&str; 5] = [
+    EXEC_COMMAND,
+    WRITE_STDIN,
+    LIST_SESSIONS,
+    KILL_SESSION,
+    APPLY_PATCH,
+];
 
 const EXEC_COMMAND_DOC: &str = "Run a shell command line and return its output.\n\
 \n\

@@ -62,7 +62,10 @@ fn server_command(env: &TestEnv, extra: &[&str]) -> Command {
 }
 
 async fn serve_with(extra: &[&str]) -> Served {
-    let env = TestEnv::new();
+    serve_in(TestEnv::new(), extra).await
+}
+
+async fn serve_in(env: TestEnv, extra: &[&str]) -> Served {
     let log = env.root.path().join("serve.log");
     let mut args = vec!["--log-file", log.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -637,5 +640,116 @@ fn logs_one_json_event_per_execution() {
                 && f.get("cwd").is_some()
                 && f.get("bytes_out").is_some()
         );
+    });
+}
+
+#[test]
+fn registry_tools_are_served_with_their_schema_and_normalized_results() {
+    run(async {
+        let env = TestEnv::new();
+        let config = env.write(
+            "registry.toml",
+            "[[tools]]\nname = \"greet\"\ndescription = \"Say hello\"\ncommand = [\"echo\", \"hello\", \"{who}\"]\ncwd = \"project_root\"\nrisk = \"low\"\nparams = [{ name = \"who\", type = \"string\", required = true }]\n\n[[tools]]\nname = \"exec_command\"\ncommand = [\"false\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
+        );
+        let s = serve_in(env, &["--config", config.to_str().unwrap()]).await;
+        let tools = s.client.list_all_tools().await.unwrap();
+        let greet = tools
+            .iter()
+            .find(|t| t.name == "greet")
+            .expect("greet is listed");
+        assert_eq!(greet.description.as_deref(), Some("Say hello"));
+        assert_eq!(greet.input_schema["required"], json!(["who"]));
+        assert_eq!(tools.iter().filter(|t| t.name == "exec_command").count(), 1);
+        let (_, v) = s.ok("greet", json!({"who": "world"})).await;
+        assert_eq!(v["status"], "success", "{v}");
+        assert_eq!(v["stdout"], "hello world\n");
+        assert_eq!(v["tool"], "greet");
+        let msg = s.err("greet", json!({})).await;
+        assert!(msg.contains("rejected"), "{msg}");
+        s.close().await;
+    });
+}
+
+#[test]
+fn writing_to_a_session_that_exited_returns_its_last_output_and_code() {
+    run(async {
+        let s = serve().await;
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "sleep 0.5; echo bye; exit 7", "tty": true, "yield_time_ms": 250}),
+            )
+            .await;
+        let id = v["session_id"].as_u64().expect("a session");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let (text, v) = s
+            .ok(
+                "write_stdin",
+                json!({"session_id": id, "chars": "too late\n"}),
+            )
+            .await;
+        assert_eq!(v["state"], "exited", "{text}");
+        assert_eq!(v["exit_code"], 7);
+        assert!(v["output"].as_str().unwrap().contains("bye"), "{text}");
+        assert!(text.contains("nothing was written"), "{text}");
+        s.close().await;
+    });
+}
+
+#[test]
+fn read_only_sandbox_refuses_writes() {
+    run(async {
+        let s = serve().await;
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "touch made-here && echo wrote", "sandbox": "read-only"}),
+            )
+            .await;
+        let landlock = !v["output"].as_str().unwrap_or("").contains("Landlock");
+        crate::skip_unless!(
+            landlock && v["exit_code"] != 125,
+            "Landlock is not available here"
+        );
+        assert_ne!(v["exit_code"], 0, "{v}");
+        assert!(!s.env.work().join("made-here").exists());
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "touch made-here && echo wrote", "sandbox": "workspace-write"}),
+            )
+            .await;
+        assert_eq!(v["exit_code"], 0, "{v}");
+        assert!(s.env.work().join("made-here").exists());
+        s.close().await;
+    });
+}
+
+#[test]
+fn metrics_are_served_over_http() {
+    run(async {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let s = serve_with(&["--metrics-addr", &addr]).await;
+        s.ok("exec_command", json!({"cmd": "true"})).await;
+        let body = tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+            let mut body = String::new();
+            stream.read_to_string(&mut body).unwrap();
+            body
+        })
+        .await
+        .unwrap();
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        assert!(
+            body.contains("agent_reach_tool_calls_total{tool=\"exec_command\"} 1"),
+            "{body}"
+        );
+        s.close().await;
     });
 }
