@@ -8,6 +8,7 @@
 //! engine and is a separate parameter.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -69,6 +70,7 @@ pub struct Session {
     pub tty: bool,
     pub started: Instant,
     last_call: Mutex<Instant>,
+    taken_bytes: AtomicU64,
 }
 
 impl Prunable for Session {
@@ -86,7 +88,18 @@ impl Session {
             command,
             started: now,
             last_call: Mutex::new(now),
+            taken_bytes: AtomicU64::new(0),
         }
+    }
+
+    /// Counts output bytes a reply carried.
+    pub fn count_taken(&self, bytes: u64) {
+        self.taken_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Output bytes replies carried so far.
+    pub fn taken_bytes(&self) -> u64 {
+        self.taken_bytes.load(Ordering::Relaxed)
     }
 
     /// Marks the session as used by a call now.

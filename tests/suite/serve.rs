@@ -753,3 +753,48 @@ fn metrics_are_served_over_http() {
         s.close().await;
     });
 }
+
+#[test]
+fn a_folded_reply_names_the_file_with_everything_and_pending_bytes_are_listed() {
+    run(async {
+        let s = serve().await;
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "seq 1 200000", "max_output_tokens": 100}),
+            )
+            .await;
+        assert_eq!(v["truncated"], true, "{v}");
+        assert!(
+            v["output"].as_str().unwrap().len() < 2000,
+            "not folded: {v}"
+        );
+        let path = v["full_output_path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no full_output_path: {v}"));
+        let full = std::fs::read_to_string(path).unwrap();
+        assert!(
+            full.ends_with("199999\n200000\n"),
+            "the spill file lacks the end"
+        );
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "echo a; sleep 0.5; seq 1 1000; sleep 60", "yield_time_ms": 250}),
+            )
+            .await;
+        let id = v["session_id"].as_u64().unwrap();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let (_, v) = s.ok("list_sessions", json!({})).await;
+        let pending = v["sessions"][0]["bytes_pending"].as_u64().unwrap();
+        assert!((3000..5000).contains(&pending), "pending {pending}: {v}");
+        s.ok(
+            "write_stdin",
+            json!({"session_id": id, "yield_time_ms": 5000}),
+        )
+        .await;
+        let (_, v) = s.ok("list_sessions", json!({})).await;
+        assert_eq!(v["sessions"][0]["bytes_pending"], 0, "{v}");
+        s.close().await;
+    });
+}
