@@ -790,7 +790,7 @@ fn a_folded_reply_names_the_file_with_everything_and_pending_bytes_are_listed() 
         assert!((3000..5000).contains(&pending), "pending {pending}: {v}");
         s.ok(
             "write_stdin",
-            json!({"session_id": id, "yield_time_ms": 5000}),
+            json!({"session_id": id, "wait_for": "\\n1000\\n"}),
         )
         .await;
         let (_, v) = s.ok("list_sessions", json!({})).await;
