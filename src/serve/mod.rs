@@ -7,8 +7,9 @@
 //!
 //! Lifecycle: the session PATH directory and the subreaper are set up before
 //! the runtime starts threads; on stdin EOF, SIGTERM, SIGINT or SIGHUP every
-//! session is killed (escapees too) and the directory removed; what a crash
-//! leaves behind is killed at the next start ([`orphans`]).
+//! session is killed (escapees too) and the directory removed. If the server
+//! itself is killed, a watchdog process kills what it started ([`watchdog`]),
+//! and whatever escaped that too is killed at the next start ([`orphans`]).
 
 pub mod lenient;
 pub mod logging;
@@ -23,6 +24,7 @@ pub mod session;
 pub mod table;
 pub mod tools;
 pub mod transport;
+pub mod watchdog;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -51,6 +53,8 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
+    // Forked while this is the only thread; see `watchdog`.
+    let watchdog = watchdog::start(session.path_dir());
     let filter = ctx
         .var(logging::LOG_FILTER_VAR)
         .and_then(|v| v.to_str())
@@ -85,6 +89,9 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
+    if let Err(e) = &watchdog {
+        tracing::warn!(error = %e, "no watchdog: a crash of the server could leave processes behind");
+    }
     let orphans = orphans::sweep();
     if !orphans.is_empty() {
         tracing::warn!(pids = ?orphans, "killed processes a crashed agent-reach left behind");
@@ -110,6 +117,7 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     let code = runtime.block_on(serve(config, args, dispatcher));
     runtime.shutdown_timeout(RUNTIME_STOP);
     drop(session);
+    drop(watchdog);
     code
 }
 

@@ -798,3 +798,40 @@ fn a_folded_reply_names_the_file_with_everything_and_pending_bytes_are_listed() 
         s.close().await;
     });
 }
+
+#[test]
+fn a_server_killed_with_sigkill_leaves_no_process_behind() {
+    run(async {
+        let s = serve().await;
+        s.ok(
+            "exec_command",
+            json!({"cmd": "sleep 300; echo never", "yield_time_ms": 250}),
+        )
+        .await;
+        s.ok(
+            "exec_command",
+            json!({"cmd": "setsid sh -c 'sleep 301; echo' & sleep 302; echo", "yield_time_ms": 250}),
+        )
+        .await;
+        let prefix = s.tag_prefix();
+        assert!(
+            tagged_pids(&prefix).len() >= 4,
+            "the sessions are not running"
+        );
+        unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
+        wait_gone(s.pid, Duration::from_secs(5)).await;
+        let start = Instant::now();
+        let mut left = tagged_pids(&prefix);
+        while !left.is_empty() && start.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            left = tagged_pids(&prefix);
+        }
+        assert!(left.is_empty(), "processes left behind: {left:?}");
+        let mut dirs = s.env.path_dirs();
+        while !dirs.is_empty() && start.elapsed() < Duration::from_secs(5) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            dirs = s.env.path_dirs();
+        }
+        assert!(dirs.is_empty(), "PATH dir left: {dirs:?}");
+    });
+}
