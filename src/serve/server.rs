@@ -169,7 +169,7 @@ impl AgentReachServer {
     fn spawn(&self, req: &ExecRequest) -> Result<Execution, crate::exec::ExecError> {
         let cfg = &self.inner.config;
         let tag = crate::exec::new_session_tag();
-        let env = crate::exec::env::child_env(&cfg.env, &[], &[], req.tty, &tag);
+        let env = crate::exec::env::child_env(&cfg.env, &[], &session_env(&cfg.env), req.tty, &tag);
         let argv = req.argv.iter().map(OsString::from).collect();
         let mut spec = SpawnSpec::new(argv, req.workdir.clone(), env, cfg.home.clone());
         spec.tty = req.tty;
@@ -496,6 +496,18 @@ impl AgentReachServer {
 }
 
 type JsonArgs = Option<serde_json::Map<String, serde_json::Value>>;
+
+/// Settings for session commands on top of the engine's environment: Python
+/// writes its output as it goes (on a pipe it would hold a dev server's
+/// "listening on" line in a buffer, and `wait_for` would never see it),
+/// unless the operator set `PYTHONUNBUFFERED` themselves.
+fn session_env(parent: &BTreeMap<OsString, OsString>) -> Vec<(OsString, OsString)> {
+    let mut set = Vec::new();
+    if !parent.contains_key(std::ffi::OsStr::new("PYTHONUNBUFFERED")) {
+        set.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    }
+    set
+}
 
 fn parse<T: DeserializeOwned>(args: JsonArgs) -> Result<T, ToolFailure> {
     let value = serde_json::Value::Object(args.unwrap_or_default());

@@ -835,3 +835,18 @@ fn a_server_killed_with_sigkill_leaves_no_process_behind() {
         assert!(dirs.is_empty(), "PATH dir left: {dirs:?}");
     });
 }
+
+#[test]
+fn a_python_dev_server_on_pipes_is_seen_at_its_ready_line() {
+    run(async {
+        let s = serve().await;
+        let (text, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "python3 -c \"import time; print('Serving on 8000'); time.sleep(60)\"", "wait_for": "Serving on", "yield_time_ms": 10000}),
+            )
+            .await;
+        assert_eq!(v["state"], "matched", "{text}");
+        s.close().await;
+    });
+}
