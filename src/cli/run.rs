@@ -77,6 +77,8 @@ pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
+    // Every child of this process is the command's or an orphan of it.
+    exec::spawner::claim_all_children();
     let code = run(&args, &ctx, &session);
     drop(session);
     code
@@ -203,20 +205,86 @@ fn run(args: &RunArgs, ctx: &ProcessContext, session: &Session) -> i32 {
     };
     let opts = RenderOptions {
         max_output_tokens: args.max_output_tokens,
-        keep_color: args.tty,
+        keep_color: false,
     };
     let timeout_ms = args.timeout_ms;
     let outcome = runtime.block_on(async move {
+        let mut signals = Interrupts::install();
         let execution = Execution::spawn(prepared.spec)?;
+        let signal = tokio::select! {
+            completed = execution.finish(&opts) => return Ok((completed, None)),
+            signal = signals.next() => signal,
+        };
+        // We were asked to stop: so is everything the command started.
+        execution.terminate().await;
         let completed = execution.finish(&opts).await;
         drop(execution);
         drop(prepared._report_dir);
-        Ok::<Completed, ExecError>(completed)
+        Ok::<(Completed, Option<i32>), ExecError>((completed, Some(signal)))
     });
     match outcome {
-        Ok(completed) => print_completed(args, &completed, timeout_ms),
+        Ok((completed, None)) => print_completed(args, &completed, timeout_ms),
+        Ok((completed, Some(signal))) => {
+            print_completed(args, &completed, timeout_ms);
+            eprintln!(
+                "agent-reach: interrupted by signal {signal}; the command and everything it started were killed"
+            );
+            exit_code::for_signal(signal)
+        }
         Err(err) => report_exec_error(args, &err),
     }
+}
+
+/// SIGINT, SIGTERM and SIGHUP sent to `run` while the command runs: caught
+/// so that the command's whole tree is killed before we exit (a signal's
+/// default action would leave its grandchildren behind).
+struct Interrupts {
+    streams: Vec<(i32, tokio::signal::unix::Signal)>,
+}
+
+impl Interrupts {
+    fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = [
+            (libc::SIGINT, SignalKind::interrupt()),
+            (libc::SIGTERM, SignalKind::terminate()),
+            (libc::SIGHUP, SignalKind::hangup()),
+        ]
+        .into_iter()
+        .filter_map(|(number, kind)| signal(kind).ok().map(|s| (number, s)))
+        .collect();
+        Self { streams }
+    }
+
+    /// The next signal that arrives (never, when none could be installed).
+    async fn next(&mut self) -> i32 {
+        if self.streams.is_empty() {
+            return std::future::pending().await;
+        }
+        let waits = self.streams.iter_mut().map(|(number, stream)| {
+            let number = *number;
+            Box::pin(async move {
+                stream.recv().await;
+                number
+            })
+        });
+        futures_select_first(waits.collect()).await
+    }
+}
+
+/// The output of the first of `futures` to finish.
+async fn futures_select_first<F: std::future::Future<Output = i32> + Unpin>(
+    mut futures: Vec<F>,
+) -> i32 {
+    std::future::poll_fn(move |cx| {
+        for future in futures.iter_mut() {
+            if let std::task::Poll::Ready(value) = std::pin::Pin::new(future).poll(cx) {
+                return std::task::Poll::Ready(value);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 fn print_completed(args: &RunArgs, completed: &Completed, timeout_ms: u64) -> i32 {

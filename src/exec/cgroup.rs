@@ -53,6 +53,7 @@ pub fn unified_cgroup_path(cgroups: &str) -> Option<&str> {
 pub struct CgroupGuard {
     dir: PathBuf,
     procs: OwnedFd,
+    dir_fd: OwnedFd,
 }
 
 impl CgroupGuard {
@@ -66,13 +67,15 @@ impl CgroupGuard {
         let base = own_cgroup_dir().ok_or_else(unavailable)?;
         let dir = base.join(format!("agent-reach-{tag}"));
         let made = fs::create_dir(&dir).and_then(|()| {
-            fs::OpenOptions::new()
+            let procs = fs::OpenOptions::new()
                 .write(true)
                 .open(dir.join("cgroup.procs"))
-                .map(OwnedFd::from)
+                .map(OwnedFd::from)?;
+            let dir_fd = fs::File::open(&dir).map(OwnedFd::from)?;
+            Ok((procs, dir_fd))
         });
         match made {
-            Ok(procs) => Ok(Self { dir, procs }),
+            Ok((procs, dir_fd)) => Ok(Self { dir, procs, dir_fd }),
             Err(err) => {
                 let _ = fs::remove_dir(&dir);
                 UNAVAILABLE.store(true, Ordering::Relaxed);
@@ -90,6 +93,11 @@ impl CgroupGuard {
     /// between fork and exec to move itself in before it can fork.
     pub fn procs_fd(&self) -> RawFd {
         self.procs.as_raw_fd()
+    }
+
+    /// An fd open on the cgroup directory, for `clone3(CLONE_INTO_CGROUP)`.
+    pub fn dir_fd(&self) -> RawFd {
+        self.dir_fd.as_raw_fd()
     }
 
     /// The processes inside (zombies are not listed).

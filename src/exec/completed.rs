@@ -50,9 +50,22 @@ impl Completed {
                     [sink.spill_path(), None],
                 ),
             };
-            (rendered.0, rendered.1, (rendered.2, duration_end))
+            (
+                rendered.0,
+                rendered.1,
+                (rendered.2, duration_end, state.windows_taken),
+            )
         });
-        let (spills, ended) = paths;
+        let (spills, ended, windows_taken) = paths;
+        if !windows_taken {
+            // Nothing names a spill file whose stream was shown whole: it
+            // would only crowd the store (and evict files that matter).
+            for (spill, rendered) in spills.iter().zip([&stdout, &stderr]) {
+                if let Some(path) = spill.as_ref().filter(|_| !rendered.truncated) {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
+        }
         let full_output_path = if stdout.truncated {
             spills[0].clone()
         } else if stderr.truncated {

@@ -108,12 +108,14 @@ impl Execution {
             cwd: spec.cwd.clone(),
             env: spec.env.clone(),
             stdio,
-            cgroup_procs_fd: cgroup.as_ref().map(CgroupGuard::procs_fd),
+            cgroup: cgroup.as_ref().map(|c| spawner::CgroupFds {
+                dir: c.dir_fd(),
+                procs: c.procs_fd(),
+            }),
         })
         .map_err(|source| spawn_error(&program_name, source))?;
         let started_at = Instant::now();
-        let mut child = forked.child;
-        let pid = child.id() as i32;
+        let pid = forked.pid;
         let mut sources = Vec::new();
         let mut pty_master = None;
         if let Some(master) = master {
@@ -125,8 +127,8 @@ impl Execution {
             });
         }
         for (pipe, kind) in [
-            (child.stdout.take().map(OwnedFd::from), StreamKind::Stdout),
-            (child.stderr.take().map(OwnedFd::from), StreamKind::Stderr),
+            (forked.stdout, StreamKind::Stdout),
+            (forked.stderr, StreamKind::Stderr),
         ] {
             if let Some(fd) = pipe {
                 pty::set_nonblocking(&fd).map_err(watch_error)?;
@@ -141,7 +143,7 @@ impl Execution {
         let (wake_tx, wake_rx) = UnixStream::pair().map_err(watch_error)?;
         wake_tx.set_nonblocking(true).map_err(watch_error)?;
         wake_rx.set_nonblocking(true).map_err(watch_error)?;
-        let pidfd = pump::pidfd_open(pid);
+        let pidfd = forked.pidfd.or_else(|| pump::pidfd_open(pid));
         let (events, _) = tokio::sync::watch::channel(0u64);
         let shared = Arc::new(Shared {
             pid,
@@ -158,13 +160,13 @@ impl Execution {
             wake: wake_tx,
             kill_lock: Mutex::new(()),
             live: kill::LiveExecutionGuard::new(),
+            known: Mutex::new(Some(forked.known)),
         });
         let pump_shared = Arc::clone(&shared);
-        let known = forked.known;
         let timeout_at = spec.timeout.map(|timeout| started_at + timeout);
         let pumping = std::thread::Builder::new()
             .name(format!("agent-reach-pump-{pid}"))
-            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, known, timeout_at));
+            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, timeout_at));
         if let Err(source) = pumping {
             kill::kill_now(&shared);
             return Err(watch_error(source));
@@ -273,6 +275,7 @@ impl Execution {
         let mut state = self.shared().lock();
         state.match_buf.clear();
         state.match_scanned = 0;
+        state.windows_taken = true;
         state.captures.take_window(opts)
     }
 
@@ -341,6 +344,7 @@ impl Execution {
             })
             .await;
         }
+        shared.reap_main();
         if !spawner::unknown_children().is_empty() {
             spawner::reap_orphans();
         }
@@ -384,13 +388,13 @@ fn captures_for(spec: &SpawnSpec) -> Captures {
     }
 }
 
-/// Raw bytes after which a stream is skimmed: what the spill file can hold
-/// when there is one (nothing more could be saved or shown), else a few
-/// times the memory cap.
+/// Raw bytes after which a stream is skimmed: a quarter of the spill store
+/// (one flood must not evict every other run's file; 16 MiB of log is more
+/// than anyone reads), at least a few times the memory cap.
 fn skim_after(limits: &super::spec::OutputLimits) -> u64 {
     let memory = (limits.cap_bytes as u64).saturating_mul(8);
     if limits.spill {
-        limits.spill_cap_bytes.max(memory)
+        (limits.spill_cap_bytes / 4).max(memory)
     } else {
         memory
     }

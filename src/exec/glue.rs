@@ -10,7 +10,8 @@
 //! the newest raw bytes in a ring; the ring goes through the pipeline when
 //! the window is taken or the stream ends, so the tail (the final "3
 //! failed") is cleaned, redacted and shown, and the fold marker counts every
-//! byte that was left out.
+//! byte that was left out. Binary output (a NUL) is skimmed from its first
+//! NUL on: it is refused whole anyway.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,8 @@ pub struct Sink {
     /// split by the skim cannot show half of itself.
     secret_guard: usize,
     skimmed: Skimmed,
+    /// Complete lines in the spill file when the skim began.
+    lines_at_skim: Option<u64>,
 }
 
 impl Sink {
@@ -84,15 +87,26 @@ impl Sink {
             ring_cap: (config.cap_bytes / 2).max(4096),
             secret_guard,
             skimmed: Skimmed::default(),
+            lines_at_skim: None,
         }
     }
 
     /// Takes a chunk; never blocks, never fails.
     pub fn push(&mut self, bytes: &[u8]) {
         self.total += bytes.len() as u64;
-        if self.total <= self.skim_after {
+        if self.total <= self.skim_after && self.lines_at_skim.is_none() {
             self.capture.push(bytes);
+            // Binary output is refused whole: cleaning the rest of it would
+            // only cost time, so the skim starts after the first NUL.
+            if memchr::memchr(0, bytes).is_some() {
+                let so_far = self.capture.whole();
+                self.lines_at_skim = Some((so_far.first_line - 1) + so_far.lines);
+            }
             return;
+        }
+        if self.lines_at_skim.is_none() {
+            let so_far = self.capture.whole();
+            self.lines_at_skim = Some((so_far.first_line - 1) + so_far.lines);
         }
         let skimmed = &mut self.skimmed;
         skimmed.saw_nul |= memchr::memchr(0, bytes).is_some();
@@ -148,7 +162,7 @@ impl Sink {
     pub fn take_window(&mut self, opts: &RenderOptions) -> Rendered {
         let skimmed = self.flush_skimmed();
         let mut captured = self.capture.take_window();
-        account_for(&mut captured, &skimmed);
+        self.account_for(&mut captured, &skimmed);
         render(&captured, opts)
     }
 
@@ -163,19 +177,34 @@ impl Sink {
         };
         skimmed_now.dropped_newlines +=
             memchr::memchr_iter(b'\n', &self.skimmed.ring).count() as u64;
-        account_for(&mut captured, &skimmed_now);
+        self.account_for(&mut captured, &skimmed_now);
         render(&captured, opts)
     }
 }
 
-/// Adds what the skim left out to a window, so its counts and the fold
-/// marker cover every byte.
-fn account_for(captured: &mut Captured, skimmed: &Skimmed) {
-    captured.total_bytes += skimmed.dropped_bytes;
-    captured.omitted_bytes += skimmed.dropped_bytes;
-    captured.cleaned_bytes += skimmed.dropped_bytes;
-    captured.lines += skimmed.dropped_newlines;
-    captured.binary |= skimmed.saw_nul;
+impl Sink {
+    /// Adds what the skim left out to a window, so its counts and the fold
+    /// marker cover every byte, and the marker never names spill lines that
+    /// were not written.
+    fn account_for(&self, captured: &mut Captured, skimmed: &Skimmed) {
+        captured.total_bytes += skimmed.dropped_bytes;
+        captured.omitted_bytes += skimmed.dropped_bytes;
+        captured.cleaned_bytes += skimmed.dropped_bytes;
+        captured.lines += skimmed.dropped_newlines;
+        captured.binary |= skimmed.saw_nul;
+        if let Some(lines) = self.lines_at_skim
+            && captured.spill_stopped.is_none()
+            && captured.spill_path.is_some()
+        {
+            captured.spill_stopped = Some((
+                lines,
+                format!(
+                    "output past the first {} MiB was counted, not saved",
+                    self.skim_after / (1024 * 1024)
+                ),
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -38,19 +38,22 @@ pub struct KillReport {
 /// the command has exited and nothing it started is in its cgroup or among
 /// our unregistered children, nothing of it is left: every descendant that
 /// outlives its parent is re-parented to us, the subreaper (or to a
-/// subreaper below us, which is itself such a descendant).
+/// subreaper below us, which is itself such a descendant). Only sound in a
+/// subreaper; elsewhere it always says yes.
 pub fn may_have_members(shared: &Shared) -> bool {
     if shared.lock().exit.is_none() {
         return true;
     }
     if let Some(cgroup) = &shared.cgroup
-        && !cgroup.members().is_empty()
+        && cgroup.members().into_iter().any(procfs::is_alive)
     {
         return true;
     }
-    spawner::unknown_children()
-        .into_iter()
-        .any(procfs::is_alive)
+    // Without the subreaper, orphans go to init: only a full scan can tell.
+    !procfs::is_child_subreaper()
+        || spawner::unknown_children()
+            .into_iter()
+            .any(procfs::is_alive)
 }
 
 /// Live processes that belong to the execution: its process group, its
@@ -65,16 +68,22 @@ pub fn members(shared: &Shared) -> BTreeSet<i32> {
         pids.insert(shared.pid);
     }
     if let Some(cgroup) = &shared.cgroup {
-        pids.extend(cgroup.members());
+        pids.extend(
+            cgroup
+                .members()
+                .into_iter()
+                .filter(|pid| procfs::is_alive(*pid)),
+        );
     }
     let processes = procfs::live_processes(SESSION_VAR, &shared.tag);
+    let group_is_ours = shared.main_unreaped();
     for process in &processes {
-        if process.tagged || process.stat.pgrp == shared.pid {
+        if process.tagged || (group_is_ours && process.stat.pgrp == shared.pid) {
             pids.insert(process.stat.pid);
         }
     }
     let mut roots = pids.clone();
-    if live_executions() <= 1 {
+    if spawner::claims_all_children() && live_executions() <= 1 {
         roots.extend(spawner::unknown_children());
     }
     pids.extend(descendants(&processes, &roots));
@@ -134,9 +143,12 @@ impl Drop for LiveExecutionGuard {
 
 fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
     // SAFETY: kill has no memory-safety preconditions. The group id is the
-    // command's pid, reserved for the group while any member lives.
+    // command's pid, reserved while the command is not reaped (after that a
+    // stranger could have it, so the group is then left to the scan).
     unsafe {
-        libc::kill(-shared.pid, signal);
+        if shared.main_unreaped() {
+            libc::kill(-shared.pid, signal);
+        }
         for pid in pids {
             libc::kill(*pid, signal);
             if signal == libc::SIGTERM {
@@ -189,6 +201,8 @@ pub fn kill_everything(shared: &Shared) -> KillReport {
         targets = members(shared);
     }
     report.survivors = targets.iter().map(|p| *p as u32).collect();
+    let signalled: Vec<i32> = report.signalled.iter().map(|p| *p as i32).collect();
+    spawner::reap_these(&signalled);
     spawner::reap_orphans();
     shared.lock().survivors = report.survivors.clone();
     report
@@ -197,8 +211,11 @@ pub fn kill_everything(shared: &Shared) -> KillReport {
 /// SIGKILL to everything of the execution at once, without grace (the last
 /// handle went away, or no thread could wait out the grace).
 pub fn kill_now(shared: &Shared) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc::kill(-shared.pid, libc::SIGKILL) };
+    if shared.main_unreaped() {
+        // SAFETY: kill has no memory-safety preconditions; the group id is
+        // reserved while the command is not reaped.
+        unsafe { libc::kill(-shared.pid, libc::SIGKILL) };
+    }
     let targets = members(shared);
     signal_all(shared, &targets, libc::SIGKILL);
 }
@@ -223,6 +240,7 @@ pub fn terminate(shared: &Shared) -> KillReport {
         s.exit.is_some()
     });
     drain(shared);
+    shared.reap_main();
     spawner::reap_orphans();
     report
 }

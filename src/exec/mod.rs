@@ -13,6 +13,7 @@
 //! there is a timeout) do not need one.
 
 pub mod cgroup;
+pub mod clone3;
 pub mod completed;
 pub mod env;
 pub mod error;

@@ -53,6 +53,23 @@ pub fn is_alive(pid: i32) -> bool {
     stat(pid).is_some_and(|s| s.is_alive())
 }
 
+/// Whether this process is a child subreaper (`Session::start` makes it
+/// one): then orphans of the commands we run come back to us.
+pub fn is_child_subreaper() -> bool {
+    let mut flag: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut flag as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    };
+    rc == 0 && flag != 0
+}
+
 /// Every pid in `/proc` except our own.
 pub fn all_pids() -> Vec<i32> {
     let own = std::process::id() as i32;

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::pty::CrlfNormalizer;
-use super::spawner::KnownChildGuard;
 use super::state::{ExitInfo, Shared, StreamKind};
 
 /// Bytes read per `read` call.
@@ -60,12 +59,10 @@ pub fn run(
     mut sources: Vec<Source>,
     pidfd: Option<OwnedFd>,
     wake: UnixStream,
-    known: KnownChildGuard,
     timeout_at: Option<Instant>,
 ) {
     let mut timeout_at = timeout_at;
     let mut pidfd = pidfd;
-    let mut known = Some(known);
     let mut buf = vec![0u8; CHUNK];
     let mut exited = false;
     loop {
@@ -101,12 +98,9 @@ pub fn run(
             exited = collect_exit(&shared, &mut sources, &mut buf);
             if exited {
                 pidfd = None;
-                // Reaped: the pid is no longer ours to protect from the reaper.
-                known = None;
             }
         }
     }
-    drop(known);
     let mut state = shared.lock();
     state.captures.finish();
     state.output_done = true;
@@ -242,7 +236,6 @@ fn flush_normalizer(shared: &Shared, source: &mut Source) {
 
 /// Reads what is already in the pipes, then reaps the child if it exited.
 fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> bool {
-    let mut status = 0;
     // SAFETY: WNOHANG|WNOWAIT only peeks at our own child's state.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let peek = unsafe {
@@ -272,13 +265,13 @@ fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> b
         }
     }
     close_sources(shared, sources, closed);
-    // SAFETY: reaping our own child, whose exit we just saw.
-    let reaped = unsafe { libc::waitpid(shared.pid, &mut status, libc::WNOHANG) };
-    if reaped != shared.pid {
-        return false;
-    }
+    // Not reaped yet: while the zombie exists its pid, which is also the
+    // process group id, cannot be reused, so signalling the group during
+    // the clean-up can never hit a stranger. `Shared::reap_main` reaps it.
+    // SAFETY: si_code and si_status are valid to read for a CLD_* result.
+    let (code, value) = unsafe { (info.si_code, info.si_status()) };
     let mut state = shared.lock();
-    let exit = ExitInfo::from_wait_status(status, state.timed_out);
+    let exit = ExitInfo::from_child_info(code, value, state.timed_out);
     state.exit = Some(exit);
     state.exited_at = Some(Instant::now());
     drop(state);

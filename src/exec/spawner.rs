@@ -14,10 +14,11 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::os::fd::RawFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -59,11 +60,41 @@ impl Drop for KnownChildGuard {
     }
 }
 
-/// Reaps every zombie child of ours that nobody registered: orphans of
-/// commands we ran, re-parented to us as their subreaper. Returns how many.
+/// Set by processes whose only children are the engine's (`run`, `serve`):
+/// then every child the engine did not start is an orphan of one of its
+/// commands, which it may kill and reap.
+static CLAIM_ALL_CHILDREN: AtomicBool = AtomicBool::new(false);
+
+/// Declares that this process starts children only through the engine, so
+/// every unregistered child is an orphan of a command it ran. Without it (a
+/// library embedder, a test binary) the engine never touches a child it
+/// cannot attribute by session tag, cgroup or process group.
+pub fn claim_all_children() {
+    CLAIM_ALL_CHILDREN.store(true, Ordering::Relaxed);
+}
+
+/// Whether [`claim_all_children`] was called.
+pub fn claims_all_children() -> bool {
+    CLAIM_ALL_CHILDREN.load(Ordering::Relaxed)
+}
+
+/// Reaps zombie children of ours that nobody registered: orphans of commands
+/// we ran, re-parented to us as their subreaper. Only in a process that
+/// [claims all its children](claim_all_children); elsewhere see
+/// [`reap_these`]. Returns how many.
 pub fn reap_orphans() -> usize {
+    if !claims_all_children() {
+        return 0;
+    }
+    reap_these(&unknown_children())
+}
+
+/// Reaps those of `pids` that are zombie children of ours and not
+/// registered: processes attributed to an execution and killed by it.
+pub fn reap_these(pids: &[i32]) -> usize {
+    let unknown = unknown_children();
     let mut reaped = 0;
-    for pid in unknown_children() {
+    for pid in pids.iter().copied().filter(|pid| unknown.contains(pid)) {
         let mut status = 0;
         // SAFETY: waitpid on a specific pid with WNOHANG has no preconditions.
         if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
@@ -92,14 +123,27 @@ pub struct ForkRequest {
     pub cwd: PathBuf,
     pub env: std::collections::BTreeMap<OsString, OsString>,
     pub stdio: ChildStdio,
-    /// `cgroup.procs` of the execution's cgroup, open for writing.
-    pub cgroup_procs_fd: Option<RawFd>,
+    /// The execution's cgroup: its directory (to be born in it with
+    /// clone3) and its `cgroup.procs` open for writing (the fallback: the
+    /// child moves itself in between fork and exec).
+    pub cgroup: Option<CgroupFds>,
+}
+
+/// Descriptors of the execution's cgroup.
+#[derive(Debug, Clone, Copy)]
+pub struct CgroupFds {
+    pub dir: RawFd,
+    pub procs: RawFd,
 }
 
 /// A started child and the registration that keeps the reaper off it.
 #[derive(Debug)]
 pub struct Forked {
-    pub child: Child,
+    pub pid: i32,
+    /// Its pidfd, when clone3 made one.
+    pub pidfd: Option<OwnedFd>,
+    pub stdout: Option<OwnedFd>,
+    pub stderr: Option<OwnedFd>,
     pub known: KnownChildGuard,
 }
 
@@ -161,6 +205,23 @@ pub fn fork_exec(request: ForkRequest) -> std::io::Result<Forked> {
 }
 
 fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
+    if let Some(cgroup) = request.cgroup {
+        let mut known = known();
+        match super::clone3::spawn(&request, cgroup.dir) {
+            Ok(cloned) => {
+                known.get_or_insert_with(HashSet::new).insert(cloned.pid);
+                return Ok(Forked {
+                    pid: cloned.pid,
+                    pidfd: Some(cloned.pidfd),
+                    stdout: cloned.stdout,
+                    stderr: cloned.stderr,
+                    known: KnownChildGuard { pid: cloned.pid },
+                });
+            }
+            Err(super::clone3::CloneError::Failed(err)) => return Err(err),
+            Err(super::clone3::CloneError::Unsupported) => {}
+        }
+    }
     let mut command = Command::new(&request.program);
     if let Some(arg0) = request.argv.first() {
         command.arg0(arg0);
@@ -187,14 +248,14 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
         }
     };
     let parent = std::process::id() as libc::pid_t;
-    let cgroup_fd = request.cgroup_procs_fd;
+    let cgroup_fd = request.cgroup.map(|c| c.procs);
     // SAFETY: the closure runs between fork and exec and only makes
     // async-signal-safe system calls on values captured by copy.
     unsafe {
         command.pre_exec(move || in_child(parent, tty, cgroup_fd));
     }
     let mut known = known();
-    let child = command.spawn()?;
+    let mut child = command.spawn()?;
     let pid = child.id() as i32;
     known.get_or_insert_with(HashSet::new).insert(pid);
     drop(known);
@@ -202,7 +263,10 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     // dropped here, so the master sees EOF once the child's side closes.
     drop(command);
     Ok(Forked {
-        child,
+        pid,
+        pidfd: None,
+        stdout: child.stdout.take().map(OwnedFd::from),
+        stderr: child.stderr.take().map(OwnedFd::from),
         known: KnownChildGuard { pid },
     })
 }
@@ -260,19 +324,17 @@ mod tests {
             cwd: "/".into(),
             env: Default::default(),
             stdio: ChildStdio::Pipes,
-            cgroup_procs_fd: None,
+            cgroup: None,
         })
         .unwrap();
         let pid = forked.known.pid();
         assert!(known().as_ref().unwrap().contains(&pid));
         std::thread::sleep(std::time::Duration::from_millis(100));
         reap_orphans();
-        let mut child = forked.child;
-        assert_eq!(
-            child.wait().unwrap().code(),
-            Some(3),
-            "the reaper left our child alone"
-        );
+        let mut status = 0;
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid, "the reaper left our child alone");
+        assert_eq!(libc::WEXITSTATUS(status), 3);
         drop(forked.known);
         assert!(!known().as_ref().unwrap().contains(&pid));
     }

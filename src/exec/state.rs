@@ -52,6 +52,23 @@ impl ExitInfo {
         }
     }
 
+    /// Decodes a `waitid` result: `si_code` and `si_status`.
+    pub fn from_child_info(code: i32, status: i32, timed_out: bool) -> Self {
+        if code == libc::CLD_EXITED {
+            Self {
+                code: Some(status),
+                signal: None,
+                timed_out,
+            }
+        } else {
+            Self {
+                code: None,
+                signal: Some(status),
+                timed_out,
+            }
+        }
+    }
+
     /// Decodes a `waitpid` status.
     pub fn from_wait_status(status: i32, timed_out: bool) -> Self {
         if libc::WIFEXITED(status) {
@@ -155,6 +172,8 @@ pub struct State {
     /// Bytes of `match_buf` already searched without a match.
     pub match_scanned: usize,
     pub survivors: Vec<u32>,
+    /// A window was taken: its fold marker may name the spill files.
+    pub windows_taken: bool,
 }
 
 impl State {
@@ -170,6 +189,7 @@ impl State {
             match_buf: Vec::new(),
             match_scanned: 0,
             survivors: Vec::new(),
+            windows_taken: false,
         }
     }
 
@@ -205,6 +225,14 @@ pub struct Shared {
     pub kill_lock: Mutex<()>,
     /// Counts this execution for the orphan attribution rule.
     pub live: super::kill::LiveExecutionGuard,
+    /// Keeps the reaper off the command until [`Shared::reap_main`].
+    pub known: Mutex<Option<super::spawner::KnownChildGuard>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.reap_main();
+    }
 }
 
 impl Shared {
@@ -263,6 +291,30 @@ impl Shared {
                 }
                 () = sleep => {}
             }
+        }
+    }
+
+    /// The command is not reaped yet: its pid and process group id are
+    /// still reserved for it.
+    pub fn main_unreaped(&self) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Reaps the command once its exit is recorded (the pump leaves it a
+    /// zombie so its pid and process group stay reserved during clean-up).
+    pub fn reap_main(&self) {
+        if self.lock().exit.is_none() {
+            return;
+        }
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if known.is_some() {
+            let mut status = 0;
+            // SAFETY: reaping our own child, whose exit was seen.
+            unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+            *known = None;
         }
     }
 

@@ -2,7 +2,9 @@
 //! spill file and the in-memory byte cap, in that order.
 //!
 //! Secrets are replaced first, so nothing later (memory, disk, the model)
-//! ever sees them. The spill file holds the cleaned text, the same text the
+//! ever sees them, and once more in the cleaned text, where dropping an
+//! escape sequence or applying a redraw could join a value that arrived
+//! split. The spill file holds the cleaned text, the same text the
 //! head and tail are cut from, so the line numbers a fold marker names are
 //! exact: `sed -n 'A,Bp' FILE` prints what was left out.
 //!
@@ -86,7 +88,12 @@ pub struct Captured {
 pub struct StreamCapture {
     cap_bytes: usize,
     redactor: Option<Redactor>,
+    /// The same secrets once more over the cleaned text: removing escape
+    /// sequences or applying a redraw can join a value that arrived split.
+    text_redactor: Option<Redactor>,
     cleaner: TerminalCleaner,
+    /// Reused buffer for committed text when nothing is redacted.
+    committed_scratch: Vec<u8>,
     spill: Option<SpillWriter>,
     window: HeadTail,
     window_raw_bytes: u64,
@@ -104,8 +111,10 @@ impl StreamCapture {
         let redactor = config.redactor.filter(|r| !r.is_empty());
         Self {
             cap_bytes: config.cap_bytes,
+            text_redactor: redactor.clone(),
             redactor,
             cleaner: TerminalCleaner::new(config.keep_color),
+            committed_scratch: Vec::new(),
             spill: config.spill,
             window: HeadTail::new(config.cap_bytes),
             window_raw_bytes: 0,
@@ -150,11 +159,37 @@ impl StreamCapture {
         }
         self.cleaner.finish();
         self.drain_committed();
+        if let Some(redactor) = &mut self.text_redactor {
+            let rest = redactor.finish();
+            self.keep(&rest);
+        }
         self.finished = true;
     }
 
     fn drain_committed(&mut self) {
-        let committed = self.cleaner.committed();
+        if self.cleaner.committed().is_empty() {
+            return;
+        }
+        match &mut self.text_redactor {
+            Some(redactor) => {
+                let redacted = redactor.push(self.cleaner.committed());
+                self.cleaner.clear_committed();
+                self.keep(&redacted);
+            }
+            None => {
+                let committed = std::mem::take(&mut self.committed_scratch);
+                let mut committed = committed;
+                committed.clear();
+                committed.extend_from_slice(self.cleaner.committed());
+                self.cleaner.clear_committed();
+                self.keep(&committed);
+                self.committed_scratch = committed;
+            }
+        }
+    }
+
+    /// Final text: to the spill file and the window.
+    fn keep(&mut self, committed: &[u8]) {
         if committed.is_empty() {
             return;
         }
@@ -163,25 +198,44 @@ impl StreamCapture {
         }
         let mut for_window = committed;
         if !self.shown_pending.is_empty() {
-            // The first finished text continues the line a window showed.
+            // Finished text that a window already showed while it was
+            // unfinished is not shown again, unless it was redrawn since.
             if let Some(rest) = committed.strip_prefix(self.shown_pending.as_slice()) {
                 for_window = rest;
+                self.shown_pending.clear();
+            } else if self.shown_pending.starts_with(committed) {
+                for_window = &[];
+                self.shown_pending.drain(..committed.len());
+            } else {
+                self.shown_pending.clear();
             }
-            self.shown_pending.clear();
+        }
+        if for_window.len() < committed.len() {
+            // Skipped text opens this window: the window starts after it.
+            let skipped = &committed[..committed.len() - for_window.len()];
+            self.window_first_line += memchr::memchr_iter(b'\n', skipped).count() as u64;
         }
         self.window.push(for_window);
         self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
-        self.cleaner.clear_committed();
+    }
+
+    /// The unfinished output as the model may see it.
+    fn pending(&self) -> Vec<u8> {
+        let pending = self.cleaner.pending();
+        match &self.text_redactor {
+            Some(redactor) => redactor.redact_bytes(&pending),
+            None => pending.into_owned(),
+        }
     }
 
     /// What arrived since the last take; the next window starts after it.
     pub fn take_window(&mut self) -> Captured {
-        let pending = self.cleaner.pending();
+        let pending = self.pending();
         let new_pending = match pending.strip_prefix(self.shown_pending.as_slice()) {
-            Some(rest) if !self.shown_pending.is_empty() => rest.to_vec(),
-            _ => pending.to_vec(),
+            Some(rest) => rest.to_vec(),
+            None => pending.clone(),
         };
-        self.shown_pending = pending.to_vec();
+        self.shown_pending = pending;
         let mut captured = self.snapshot();
         captured.pending = new_pending;
         self.window = HeadTail::new(self.cap_bytes);
@@ -194,7 +248,7 @@ impl StreamCapture {
     /// Everything since the last take (for a one-shot result: all of it).
     pub fn whole(&self) -> Captured {
         let mut captured = self.snapshot();
-        captured.pending = self.cleaner.pending().to_vec();
+        captured.pending = self.pending();
         captured
     }
 
@@ -246,6 +300,13 @@ mod tests {
             cap_bytes: cap,
             ..CaptureConfig::default()
         })
+    }
+
+    #[test]
+    fn a_capture_can_move_to_the_reader_thread() {
+        fn assert_send<T: Send + 'static>() {}
+        assert_send::<StreamCapture>();
+        assert_send::<Captured>();
     }
 
     #[test]
@@ -304,6 +365,27 @@ mod tests {
     }
 
     #[test]
+    fn live_rows_of_a_multi_line_redraw_are_not_shown_twice() {
+        let mut c = capture(1024);
+        c.push(b"a: 0\nb: 0\n\x1b[2A");
+        assert_eq!(c.take_window().head, b"a: 0\nb: 0\n");
+        c.push(b"\x1b[2Ka: 1\n\x1b[2Kb: 1\n");
+        let live = c.take_window();
+        assert!(live.head.is_empty());
+        assert_eq!(live.pending, b"a: 1\nb: 1");
+        c.push(b"end\n");
+        c.finish();
+        let last = c.take_window();
+        // "a: 1" and "b: 1" were shown while live: this window starts at
+        // the end of line 4 ("b: 1"); "end" is line 5 of the spill file.
+        assert_eq!(last.first_line, 4);
+        assert_eq!(
+            (last.head.as_slice(), last.pending.as_slice()),
+            (&b"\nend\n"[..], &b""[..])
+        );
+    }
+
+    #[test]
     fn secrets_never_reach_memory_even_when_split() {
         let mut c = StreamCapture::new(CaptureConfig {
             redactor: Some(Redactor::new(vec![(
@@ -316,6 +398,27 @@ mod tests {
         c.push(b"3456 is set\n");
         c.finish();
         assert_eq!(c.whole().head, b"the [REDACTED:TOKEN] is set\n");
+    }
+
+    #[test]
+    fn a_secret_joined_by_the_clean_up_is_redacted_too() {
+        let mut c = StreamCapture::new(CaptureConfig {
+            redactor: Some(Redactor::new(vec![(
+                "TOKEN".into(),
+                b"tok-123456".to_vec(),
+            )])),
+            ..CaptureConfig::default()
+        });
+        c.push(b"the tok-\x1b[1m123\x1b[0m456 is set\nand tok-1");
+        // A possible start of the secret is held back, even from a prompt.
+        assert_eq!(c.whole().pending, b"and ");
+        c.push(b"23456 too");
+        assert_eq!(c.whole().pending, b"and [REDACTED:TOKEN] too");
+        c.finish();
+        assert_eq!(
+            c.whole().head,
+            b"the [REDACTED:TOKEN] is set\nand [REDACTED:TOKEN] too"
+        );
     }
 
     #[test]
@@ -339,5 +442,50 @@ mod tests {
         assert!(w.tail.ends_with(b"line 999\n"));
         assert_eq!(w.lines, 1000);
         assert_eq!(w.cleaned_bytes, w.omitted_bytes + 64);
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bytes in arbitrary chunks, through every stage: no
+        /// panic, and every reply stays within its budget plus the marker.
+        #[test]
+        fn any_bytes_stay_within_the_budget(
+            chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..300), 0..12),
+            cap in 0_usize..400,
+            tokens in 0_usize..80,
+            keep_color in proptest::bool::ANY,
+            windows in proptest::bool::ANY,
+        ) {
+            use crate::output::fold::{BYTES_PER_TOKEN, fold};
+            use crate::output::render::{RenderOptions, render};
+            let mut c = StreamCapture::new(CaptureConfig {
+                cap_bytes: cap,
+                keep_color,
+                redactor: Some(Redactor::new(vec![("K".into(), b"\x1b[0m".to_vec())])),
+                ..CaptureConfig::default()
+            });
+            let options = RenderOptions { max_output_tokens: tokens, keep_color };
+            let budget = tokens * BYTES_PER_TOKEN;
+            let check = |captured: &Captured| -> Result<(), proptest::test_runner::TestCaseError> {
+                let rendered = render(captured, &options);
+                let marker = fold(captured, budget).marker.map_or(0, |m| m.len());
+                if !captured.binary {
+                    proptest::prop_assert!(
+                        rendered.text.len() <= budget + marker + 2,
+                        "{} > {budget} + {marker}", rendered.text.len()
+                    );
+                }
+                Ok(())
+            };
+            for chunk in &chunks {
+                c.push(chunk);
+                if windows {
+                    check(&c.take_window())?;
+                }
+            }
+            c.finish();
+            check(&c.whole())?;
+            let total: usize = chunks.iter().map(Vec::len).sum();
+            proptest::prop_assert_eq!(c.total_raw_bytes(), total as u64);
+        }
     }
 }

@@ -161,11 +161,11 @@ fn marker_text(left_out: &LeftOut, captured: &Captured) -> String {
         }
         if last > *complete_lines {
             last = *complete_lines;
-            unsaved = format!("; later lines not saved: {reason}");
+            unsaved = format!("; lines after {last} not saved: {reason}");
         }
     }
     format!(
-        "[… {bytes} byte{plural} omitted ({lines}{partly}); print them with: sed -n '{first},{last}p' {file}{unsaved} …]",
+        "[… {bytes} byte{plural} omitted ({lines}{partly}{unsaved}); print them with: sed -n '{first},{last}p' {file} …]",
         file = shell_quoted(path)
     )
 }
@@ -187,7 +187,8 @@ fn is_continuation(byte: u8) -> bool {
 /// newline when that keeps at least half, else on a char boundary.
 fn cut_end(bytes: &[u8], limit: usize) -> usize {
     if limit >= bytes.len() {
-        return bytes.len();
+        // The kept head itself may end inside a character.
+        return utf8_floor(bytes, bytes.len());
     }
     if let Some(newline) = memchr::memrchr(b'\n', &bytes[..limit])
         && newline + 1 >= limit / 2
@@ -201,13 +202,31 @@ fn cut_end(bytes: &[u8], limit: usize) -> usize {
     end
 }
 
-/// Where to start a shown tail from at least `from`: after a newline when
-/// that keeps at least half, else on a char boundary.
-fn cut_start(bytes: &[u8], from: usize) -> usize {
-    if from == 0 {
-        return 0;
+/// `end`, moved back so that `bytes[..end]` does not stop inside a
+/// character.
+fn utf8_floor(bytes: &[u8], end: usize) -> usize {
+    let mut start = end;
+    while start > 0 && end - start < 3 && is_continuation(bytes[start - 1]) {
+        start -= 1;
     }
-    if let Some(offset) = memchr::memchr(b'\n', &bytes[from - 1..])
+    let Some(lead_at) = start.checked_sub(1) else {
+        return end;
+    };
+    let width = match bytes[lead_at] {
+        0xF0..=0xF7 => 4,
+        0xE0..=0xEF => 3,
+        0xC0..=0xDF => 2,
+        _ => 1,
+    };
+    if end - lead_at < width { lead_at } else { end }
+}
+
+/// Where to start a shown tail from at least `from`: after a newline when
+/// that keeps at least half, else on a char boundary (the kept tail itself
+/// may start inside a character).
+fn cut_start(bytes: &[u8], from: usize) -> usize {
+    if from > 0
+        && let Some(offset) = memchr::memchr(b'\n', &bytes[from - 1..])
         && offset <= (bytes.len() - from) / 2
     {
         return from + offset;
@@ -317,7 +336,7 @@ mod tests {
         w.spill_stopped = Some((50, "the spill store is capped at 450 bytes".into()));
         let marker = fold(&w, 90).marker.unwrap();
         assert!(marker.contains("sed -n '6,50p'"), "{marker}");
-        assert!(marker.contains("later lines not saved"), "{marker}");
+        assert!(marker.contains("lines after 50 not saved"), "{marker}");
     }
 
     #[test]

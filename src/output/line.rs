@@ -34,6 +34,9 @@ pub struct ScreenLine {
     redraw_pending: bool,
     history: History,
     keep_color: bool,
+    /// A row the cursor moved back up into whose text was already passed
+    /// on: it only counts again once something is drawn on it.
+    phantom: bool,
 }
 
 /// Earlier states of a redrawn line: the first, the latest few, and how
@@ -86,6 +89,21 @@ impl ScreenLine {
         }
     }
 
+    /// A row standing for a line that was already passed on (the cursor
+    /// moved up into it).
+    pub fn phantom(keep_color: bool) -> Self {
+        Self {
+            keep_color,
+            phantom: true,
+            ..Self::default()
+        }
+    }
+
+    /// True for a row that was already passed on and not drawn on since.
+    pub fn is_phantom(&self) -> bool {
+        self.phantom && self.is_blank()
+    }
+
     /// The line as it stands now (its current state only).
     pub fn current(&self) -> &[u8] {
         &self.text
@@ -101,8 +119,39 @@ impl ScreenLine {
         self.text.len() >= MAX_LINE_BYTES && self.cursor == self.text.len()
     }
 
+    /// Writes a run of characters (no controls) at the cursor.
+    #[inline]
+    pub fn print_str(&mut self, text: &str) {
+        if self.redraw_pending && !text.is_empty() {
+            self.redraw_pending = false;
+            self.history.record(&self.text);
+        }
+        let overlap = (self.text.len() - self.cursor).min(text.len());
+        if self.cursor == self.text.len() {
+            self.phantom = false;
+            self.text.extend_from_slice(text.as_bytes());
+            self.cursor = self.text.len();
+        } else if !self.keep_color
+            && text.is_ascii()
+            && self.text[self.cursor..self.cursor + overlap].is_ascii()
+        {
+            // ASCII over ASCII: one cell per byte, overwrite in place.
+            self.phantom = false;
+            let (over, beyond) = text.as_bytes().split_at(overlap);
+            self.text[self.cursor..self.cursor + overlap].copy_from_slice(over);
+            self.text.extend_from_slice(beyond);
+            self.cursor += text.len();
+        } else {
+            for c in text.chars() {
+                self.print(c);
+            }
+        }
+    }
+
     /// Writes one character at the cursor (appending or overwriting).
+    #[inline]
     pub fn print(&mut self, c: char) {
+        self.phantom = false;
         if self.redraw_pending {
             self.redraw_pending = false;
             self.history.record(&self.text);
@@ -123,8 +172,12 @@ impl ScreenLine {
         let old_width = char_width_at(&self.text, self.cursor);
         let mut buf = [0_u8; 4];
         let new = c.encode_utf8(&mut buf).as_bytes();
-        self.text
-            .splice(self.cursor..self.cursor + old_width, new.iter().copied());
+        if old_width == new.len() {
+            self.text[self.cursor..self.cursor + old_width].copy_from_slice(new);
+        } else {
+            self.text
+                .splice(self.cursor..self.cursor + old_width, new.iter().copied());
+        }
         self.cursor += new.len();
     }
 
@@ -288,6 +341,7 @@ fn trim_trailing_blanks(bytes: &[u8]) -> &[u8] {
     &bytes[..end]
 }
 
+#[inline]
 fn push_char(text: &mut Vec<u8>, c: char) {
     if c.is_ascii() {
         text.push(c as u8);

@@ -229,4 +229,44 @@ mod tests {
         let out = [r.push(&[1, 0xff]), r.push(&[0x00, 0xfe, 2]), r.finish()].concat();
         assert_eq!(out, b"\x01[REDACTED:BIN]\x02");
     }
+
+    #[test]
+    fn a_short_secret_inside_an_unfinished_longer_one_reveals_nothing_of_it() {
+        let text = b"x abcdef y";
+        for split in 0..=text.len() {
+            let mut r = redactor(&[("SHORT", "bcd"), ("LONG", "abcdef")]);
+            let out = streamed(&mut r, &[&text[..split], &text[split..]]);
+            assert_eq!(out, "x [REDACTED:LONG] y", "split at {split}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the chunking, streaming gives exactly what redacting the
+        /// whole text at once gives.
+        #[test]
+        fn streaming_equals_one_shot(
+            secrets in proptest::collection::vec("[abc]{1,5}", 1..4),
+            text in "[abcx]{0,60}",
+            cuts in proptest::collection::vec(0_usize..61, 0..6),
+        ) {
+            let pairs: Vec<(String, Vec<u8>)> = secrets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("S{i}"), s.as_bytes().to_vec()))
+                .collect();
+            let one_shot = Redactor::new(pairs.clone()).redact_bytes(text.as_bytes());
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
+            cuts.sort_unstable();
+            let mut streaming = Redactor::new(pairs);
+            let mut out = Vec::new();
+            let mut from = 0;
+            for cut in cuts {
+                out.extend(streaming.push(&text.as_bytes()[from..cut]));
+                from = cut;
+            }
+            out.extend(streaming.push(&text.as_bytes()[from..]));
+            out.extend(streaming.finish());
+            proptest::prop_assert_eq!(out, one_shot);
+        }
+    }
 }

@@ -10,15 +10,36 @@
 //! Streaming: finished lines are appended to [`TerminalCleaner::committed`]
 //! as they complete; the unfinished last line stays [`TerminalCleaner::pending`]
 //! because a later `\r` may still redraw it.
+//!
+//! Multi-line redraws (a cursor moved up: npm, docker, multi-bar progress,
+//! full-screen redraws at `CSI H`) switch the cleaner to screen mode: from
+//! then on the last [`MAX_REGION_ROWS`] rows stay live and are redrawn in
+//! place, and a row is passed on only when it scrolls off the top of that
+//! region or the stream ends. Rows drawn before the switch were already
+//! passed on; those the program draws again appear once more, in their
+//! final state, so the repetition is bounded by the region.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
 
 use vte::{Params, Parser, Perform};
 
 use super::line::ScreenLine;
 
+/// Rows kept live in screen mode (a tall terminal).
+pub const MAX_REGION_ROWS: usize = 64;
+
 /// Streams raw terminal output in, cleaned lines out.
 pub struct TerminalCleaner {
     parser: Parser,
     screen: Screen,
+    /// The parser is in its ground state with nothing buffered, so plain
+    /// text can bypass it.
+    ground: bool,
+    /// The start of a character cut off by the end of the last push. Held
+    /// here rather than in the parser: vte 0.15 can swallow the byte after
+    /// a character completed across two pushes.
+    carry: Vec<u8>,
 }
 
 impl std::fmt::Debug for TerminalCleaner {
@@ -26,12 +47,30 @@ impl std::fmt::Debug for TerminalCleaner {
         f.debug_struct("TerminalCleaner")
             .field("committed", &self.screen.committed.len())
             .field("pending", &self.screen.line.current().len())
+            .field("screen_mode", &self.screen.screen_mode)
             .finish()
     }
 }
 
+/// What the parser did last, to know when it is back in its ground state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LastEvent {
+    Other,
+    /// Printed this ASCII character (only done in the ground state).
+    PrintedAscii(u8),
+    /// Dispatched an escape or CSI sequence (back to the ground state).
+    Dispatched,
+}
+
 struct Screen {
+    last_event: LastEvent,
+    /// The row under the cursor.
     line: ScreenLine,
+    /// Screen mode: live rows above the cursor row, top first.
+    above: VecDeque<ScreenLine>,
+    /// Screen mode: live rows below the cursor row, nearest first.
+    below: VecDeque<ScreenLine>,
+    screen_mode: bool,
     committed: Vec<u8>,
     keep_color: bool,
 }
@@ -40,8 +79,14 @@ impl TerminalCleaner {
     pub fn new(keep_color: bool) -> Self {
         Self {
             parser: Parser::new(),
+            ground: true,
+            carry: Vec::new(),
             screen: Screen {
+                last_event: LastEvent::Other,
                 line: ScreenLine::new(keep_color),
+                above: VecDeque::new(),
+                below: VecDeque::new(),
+                screen_mode: false,
                 committed: Vec::new(),
                 keep_color,
             },
@@ -57,17 +102,86 @@ impl TerminalCleaner {
     }
 
     /// Feeds the next chunk of raw output.
+    ///
+    /// Plain text (valid UTF-8 without ESC or C1 controls) in the parser's
+    /// ground state is handled directly, a run at a time, which is what a
+    /// terminal parser would do with it anyway; everything else goes
+    /// through `vte` byte by byte until a printed ASCII character or a
+    /// dispatched sequence proves it is back in the ground state.
     pub fn push(&mut self, bytes: &[u8]) {
+        let joined;
+        let bytes = if self.carry.is_empty() {
+            bytes
+        } else {
+            joined = [std::mem::take(&mut self.carry).as_slice(), bytes].concat();
+            joined.as_slice()
+        };
+        // Hold back a trailing cut character (and cut-looking bytes before
+        // it, which only the next bytes can prove invalid), at most 8 bytes.
+        let mut complete = bytes.len();
+        while complete > 0 && bytes.len() - complete < 8 {
+            match incomplete_char_len(&bytes[..complete]) {
+                0 => break,
+                cut => complete -= cut,
+            }
+        }
+        self.carry.extend_from_slice(&bytes[complete..]);
+        let mut rest = &bytes[..complete];
+        while !rest.is_empty() {
+            if self.ground {
+                let taken = self.screen.take_plain(rest);
+                rest = &rest[taken..];
+                if rest.is_empty() {
+                    break;
+                }
+                if let Some(len) = self.screen.take_simple_csi(rest) {
+                    rest = &rest[len..];
+                    continue;
+                }
+                self.ground = false;
+            }
+            // Feed the parser up to the next byte that can end a sequence or
+            // be printed as ASCII; that byte alone shows whether the parser
+            // is back in its ground state.
+            let mut fed = 0;
+            while fed < rest.len() {
+                let end = rest[fed + 1..]
+                    .iter()
+                    .position(|b| (0x40..=0x7E).contains(b))
+                    .map_or(rest.len(), |at| fed + 1 + at + 1);
+                self.parser.advance(&mut self.screen, &rest[fed..end - 1]);
+                let last = rest[end - 1];
+                self.screen.last_event = LastEvent::Other;
+                self.parser.advance(&mut self.screen, &rest[end - 1..end]);
+                fed = end;
+                let printable = (0x20..=0x7E).contains(&last);
+                if (printable && self.screen.last_event == LastEvent::PrintedAscii(last))
+                    || (self.screen.last_event == LastEvent::Dispatched && last.is_ascii())
+                {
+                    self.ground = true;
+                    break;
+                }
+            }
+            rest = &rest[fed..];
+        }
+    }
+
+    /// Feeds everything through the parser, without the plain-text fast
+    /// path: the reference the fast path is tested against.
+    #[cfg(test)]
+    fn push_through_parser(&mut self, bytes: &[u8]) {
         self.parser.advance(&mut self.screen, bytes);
     }
 
     /// Ends the stream: the unfinished line is committed as it stands.
     pub fn finish(&mut self) {
-        // An escape sequence cut off by the end of the stream is dropped.
+        // A character or an escape sequence cut off by the end of the
+        // stream is dropped.
+        let carry = std::mem::take(&mut self.carry);
+        self.parser.advance(&mut self.screen, &carry);
         self.parser = Parser::new();
-        if !self.screen.line.is_blank() {
-            self.screen.line.commit(&mut self.screen.committed, false);
-        }
+        self.ground = true;
+        self.screen.flush_all();
     }
 
     /// Cleaned text that is final (whole lines, or the start of a line too
@@ -81,70 +195,423 @@ impl TerminalCleaner {
         self.screen.committed.clear();
     }
 
-    /// The unfinished last line as it stands now (a prompt, a progress bar).
-    pub fn pending(&self) -> &[u8] {
-        self.screen.line.current()
+    /// The unfinished output as it stands now: the last line (a prompt, a
+    /// progress bar) or, in screen mode, the live rows.
+    pub fn pending(&self) -> Cow<'_, [u8]> {
+        let screen = &self.screen;
+        if !screen.screen_mode {
+            return Cow::Borrowed(screen.line.current());
+        }
+        let mut out = Vec::new();
+        let rows = screen
+            .above
+            .iter()
+            .chain(std::iter::once(&screen.line))
+            .chain(screen.below.iter())
+            .filter(|row| !row.is_phantom());
+        for (i, row) in rows.enumerate() {
+            if i > 0 {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(row.current());
+        }
+        while out.last() == Some(&b'\n') {
+            out.pop();
+        }
+        Cow::Owned(out)
+    }
+
+    /// True once a multi-line redraw was seen.
+    pub fn is_screen_mode(&self) -> bool {
+        self.screen.screen_mode
     }
 }
 
-fn first_param(params: &Params, default: u16) -> u16 {
-    match params.iter().next().and_then(|p| p.first()).copied() {
-        Some(0) | None => default,
-        Some(n) => n,
+impl Screen {
+    /// A CSI sequence other than SGR, with the first value of each param.
+    fn csi(&mut self, params: &[u16], action: char) {
+        let raw = |i: usize| params.get(i).copied().unwrap_or(0);
+        let count = || usize::from(raw(0).max(1));
+        match action {
+            'K' => self.line.erase(raw(0)),
+            'C' | 'a' => self.line.cursor_forward(count()),
+            'D' => self.line.cursor_back(count()),
+            'G' | '`' => self.line.cursor_to_column(count() - 1),
+            'A' => self.cursor_up(count()),
+            'F' => {
+                self.cursor_up(count());
+                self.line.carriage_return();
+            }
+            'B' | 'e' => self.cursor_down(count()),
+            'E' => {
+                self.cursor_down(count());
+                self.line.carriage_return();
+            }
+            'H' | 'f' => {
+                let row = raw(0).max(1);
+                let column = raw(1).max(1);
+                self.cursor_position(usize::from(row - 1), usize::from(column - 1));
+            }
+            'J' => self.erase_display(raw(0)),
+            // Scrolling regions, modes, reports: dropped.
+            _ => {}
+        }
     }
+
+    /// Handles a simple CSI sequence (`ESC [` digits and `;`, a final
+    /// byte) at the start of `bytes` exactly as the parser would, without
+    /// it; returns its length, or `None` to leave it to the parser.
+    fn take_simple_csi(&mut self, bytes: &[u8]) -> Option<usize> {
+        let (len, values, count, action) = simple_csi(bytes)?;
+        let params = &values[..count];
+        if action == b'm' {
+            if self.keep_color {
+                let groups = params.iter().map(std::slice::from_ref);
+                self.line.insert_sgr(&sgr_sequence(groups));
+            }
+        } else {
+            self.csi(params, char::from(action));
+        }
+        Some(len)
+    }
+
+    /// Handles the longest prefix of `bytes` that is plain text (valid
+    /// UTF-8, no ESC, no C1 control) the way the parser would in its ground
+    /// state; returns how many bytes it took.
+    fn take_plain(&mut self, bytes: &[u8]) -> usize {
+        let candidate = &bytes[..memchr::memchr(0x1B, bytes).unwrap_or(bytes.len())];
+        let valid = match std::str::from_utf8(candidate) {
+            Ok(text) => text,
+            Err(error) => {
+                let (valid, _) = candidate.split_at(error.valid_up_to());
+                std::str::from_utf8(valid).unwrap_or_default()
+            }
+        };
+        let text = match first_c1_control(valid.as_bytes()) {
+            Some(c1) => &valid[..c1],
+            None => valid,
+        };
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        if !self.screen_mode && self.line.is_blank() {
+            // Whole plain lines go straight through: nothing can redraw them.
+            let mut simple = 0;
+            while let Some(offset) = first_control(&bytes[simple..]) {
+                let control = bytes[simple + offset];
+                if control != b'\n' && control != b'\t' {
+                    simple += offset;
+                    break;
+                }
+                simple += offset + 1;
+            }
+            if first_control(&bytes[simple..]).is_none() {
+                simple = bytes.len();
+            }
+            if let Some(last_newline) = memchr::memrchr(b'\n', &bytes[..simple]) {
+                self.committed.extend_from_slice(&bytes[..=last_newline]);
+                at = last_newline + 1;
+            }
+        }
+        while at < bytes.len() {
+            let run = first_control(&bytes[at..]).map_or(bytes.len(), |offset| at + offset);
+            if run > at {
+                // Controls are ASCII, so `at..run` holds whole characters.
+                self.line.print_str(&text[at..run]);
+                if self.line.is_overlong() {
+                    self.flush_overlong();
+                }
+                at = run;
+            }
+            if let Some(&control) = bytes.get(at) {
+                self.execute(control);
+                at += 1;
+            }
+        }
+        text.len()
+    }
+
+    fn rows(&self) -> usize {
+        self.above.len() + 1 + self.below.len()
+    }
+
+    fn new_row(&self) -> ScreenLine {
+        ScreenLine::new(self.keep_color)
+    }
+
+    /// Passes on a row that left the live region (or the stream ended).
+    fn commit_row(&mut self, mut row: ScreenLine, newline: bool) {
+        if !row.is_phantom() {
+            row.commit(&mut self.committed, newline);
+        }
+    }
+
+    /// `\n`: the next row; in line mode the finished line is passed on.
+    fn line_feed(&mut self) {
+        if !self.screen_mode {
+            self.line.commit(&mut self.committed, true);
+            return;
+        }
+        let next = self.below.pop_front().unwrap_or_else(|| self.new_row());
+        let previous = std::mem::replace(&mut self.line, next);
+        self.above.push_back(previous);
+        self.line.carriage_return();
+        while self.rows() > MAX_REGION_ROWS {
+            if let Some(top) = self.above.pop_front() {
+                self.commit_row(top, true);
+            }
+        }
+    }
+
+    /// Moves the cursor `n` rows up, entering screen mode.
+    fn cursor_up(&mut self, n: usize) {
+        self.screen_mode = true;
+        for _ in 0..n {
+            let upper = match self.above.pop_back() {
+                Some(row) => row,
+                None if self.rows() < MAX_REGION_ROWS => ScreenLine::phantom(self.keep_color),
+                None => break,
+            };
+            let previous = std::mem::replace(&mut self.line, upper);
+            self.below.push_front(previous);
+        }
+    }
+
+    /// Moves the cursor `n` rows down (within or past the live rows).
+    fn cursor_down(&mut self, n: usize) {
+        for _ in 0..n {
+            if self.screen_mode {
+                self.line_feed();
+            }
+        }
+    }
+
+    /// `CSI row;col H`: rows count from the top of the live region.
+    fn cursor_position(&mut self, row: usize, column: usize) {
+        self.screen_mode = true;
+        let up = self.above.len();
+        self.cursor_up(up);
+        self.cursor_down(row);
+        self.line.cursor_to_column(column);
+    }
+
+    /// `CSI n J`: 0 = cursor to end of screen, 1 = start to cursor, 2/3 = all.
+    fn erase_display(&mut self, mode: u16) {
+        match mode {
+            0 => {
+                self.line.erase(0);
+                if self.screen_mode {
+                    self.below.clear();
+                }
+            }
+            1 => {
+                self.line.erase(1);
+                for row in &mut self.above {
+                    row.erase(2);
+                }
+            }
+            // A cleared screen in line mode leaves what was passed on alone.
+            _ if self.screen_mode => {
+                self.above.clear();
+                self.below.clear();
+                self.line.erase(2);
+            }
+            _ => {}
+        }
+    }
+
+    /// The line grew too long to hold: pass on everything up to it.
+    fn flush_overlong(&mut self) {
+        while let Some(top) = self.above.pop_front() {
+            self.commit_row(top, true);
+        }
+        self.line.commit(&mut self.committed, false);
+    }
+
+    /// End of stream: every live row is passed on, the last without `\n`.
+    fn flush_all(&mut self) {
+        let mut rows: Vec<ScreenLine> = self.above.drain(..).collect();
+        rows.push(std::mem::replace(
+            &mut self.line,
+            ScreenLine::new(self.keep_color),
+        ));
+        rows.extend(self.below.drain(..));
+        let drawn = rows.len();
+        while rows.last().is_some_and(ScreenLine::is_blank) {
+            rows.pop();
+        }
+        // A blank row after the last one means that one ended with `\n`.
+        let last_newline = rows.len() < drawn;
+        let count = rows.len();
+        for (i, row) in rows.into_iter().enumerate() {
+            self.commit_row(row, i + 1 < count || last_newline);
+        }
+    }
+}
+
+/// The first ASCII control byte (below 0x20, or DEL), eight bytes at a time.
+fn first_control(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0_u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let below_space = x.wrapping_sub(ONES * 0x20) & !x;
+        let del = x ^ (ONES * 0x7F);
+        let is_del = del.wrapping_sub(ONES) & !del;
+        if (below_space | is_del) & HIGHS != 0 {
+            return chunk
+                .iter()
+                .position(|&b| b < 0x20 || b == 0x7F)
+                .map(|at| offset + at);
+        }
+        offset += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b < 0x20 || b == 0x7F)
+        .map(|at| offset + at)
+}
+
+/// Where the first C1 control (U+0080..U+009F, `C2 80`..`C2 9F`) starts.
+fn first_c1_control(bytes: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(0xC2, bytes)
+        .find(|&at| bytes.get(at + 1).is_some_and(|b| (0x80..=0x9F).contains(b)))
+}
+
+/// How many bytes at the end of `bytes` are the start of a UTF-8 character
+/// that is not complete yet.
+fn incomplete_char_len(bytes: &[u8]) -> usize {
+    let tail_start = bytes.len().saturating_sub(3);
+    for at in (tail_start..bytes.len()).rev() {
+        let byte = bytes[at];
+        if byte & 0xC0 == 0x80 {
+            continue;
+        }
+        let width = match byte {
+            0xC2..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF4 => 4,
+            _ => return 0,
+        };
+        let have = bytes.len() - at;
+        return if have < width { have } else { 0 };
+    }
+    0
+}
+
+/// Params of a CSI sequence the fast path handles itself; more go to vte.
+const MAX_FAST_PARAMS: usize = 16;
+
+/// Parses `ESC [ (digit | ;)* final` at the start of `bytes`, with values
+/// accumulated the way vte does (saturating): (length, values, count, final).
+fn simple_csi(bytes: &[u8]) -> Option<(usize, [u16; MAX_FAST_PARAMS], usize, u8)> {
+    if bytes.len() < 3 || bytes[0] != 0x1B || bytes[1] != b'[' {
+        return None;
+    }
+    let mut values = [0_u16; MAX_FAST_PARAMS];
+    let mut count = 0;
+    let mut current: u16 = 0;
+    for (i, &byte) in bytes[2..].iter().enumerate().take(64) {
+        match byte {
+            b'0'..=b'9' => {
+                current = current
+                    .saturating_mul(10)
+                    .saturating_add(u16::from(byte - b'0'));
+            }
+            b';' => {
+                if count + 1 == MAX_FAST_PARAMS {
+                    return None;
+                }
+                values[count] = current;
+                count += 1;
+                current = 0;
+            }
+            0x40..=0x7E => {
+                values[count] = current;
+                return Some((i + 3, values, count + 1, byte));
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 impl Perform for Screen {
     fn print(&mut self, c: char) {
+        self.last_event = if c.is_ascii() {
+            LastEvent::PrintedAscii(c as u8)
+        } else {
+            LastEvent::Other
+        };
+        // DEL and C1 controls draw nothing (vte prints a C1 control that
+        // arrives split across two pushes instead of executing it).
+        if c == '\x7f' || ('\u{80}'..='\u{9f}').contains(&c) {
+            return;
+        }
         self.line.print(c);
         if self.line.is_overlong() {
-            self.line.commit(&mut self.committed, false);
+            self.flush_overlong();
         }
     }
 
     fn execute(&mut self, byte: u8) {
         match byte {
-            b'\n' | 0x0B | 0x0C => self.line.commit(&mut self.committed, true),
+            b'\n' | 0x0B | 0x0C => self.line_feed(),
             b'\r' => self.line.carriage_return(),
             0x08 => self.line.backspace(),
-            b'\t' => self.print('\t'),
+            b'\t' => {
+                self.print('\t');
+                self.last_event = LastEvent::Other;
+            }
             // NUL, bell, shifts and C1 controls draw nothing.
             _ => {}
         }
     }
 
     fn csi_dispatch(&mut self, params: &Params, intermediates: &[u8], ignore: bool, action: char) {
+        self.last_event = LastEvent::Dispatched;
         if ignore || !intermediates.is_empty() {
             return;
         }
-        match action {
-            'm' if self.keep_color => self.line.insert_sgr(&sgr_sequence(params)),
-            'K' => {
-                let mode = params
-                    .iter()
-                    .next()
-                    .and_then(|p| p.first())
-                    .copied()
-                    .unwrap_or(0);
-                self.line.erase(mode);
+        if action == 'm' {
+            if self.keep_color {
+                self.line.insert_sgr(&sgr_sequence(params.iter()));
             }
-            'C' | 'a' => self
-                .line
-                .cursor_forward(usize::from(first_param(params, 1))),
-            'D' => self.line.cursor_back(usize::from(first_param(params, 1))),
-            'G' | '`' => self
-                .line
-                .cursor_to_column(usize::from(first_param(params, 1)) - 1),
-            // Moves to other lines, scrolling, clear-screen, modes: dropped.
+            return;
+        }
+        let mut values = [0_u16; MAX_FAST_PARAMS];
+        let mut count = 0;
+        for param in params.iter().take(MAX_FAST_PARAMS) {
+            values[count] = param.first().copied().unwrap_or(0);
+            count += 1;
+        }
+        self.csi(&values[..count], action);
+    }
+
+    fn esc_dispatch(&mut self, intermediates: &[u8], _ignore: bool, byte: u8) {
+        self.last_event = LastEvent::Dispatched;
+        match (intermediates, byte) {
+            // Reverse index: one row up.
+            ([], b'M') => self.cursor_up(1),
+            // Index / next line: one row down.
+            ([], b'D') => self.line_feed(),
+            ([], b'E') => {
+                self.line_feed();
+                self.line.carriage_return();
+            }
             _ => {}
         }
     }
 }
 
 /// Re-encodes an SGR sequence from its parsed parameters.
-fn sgr_sequence(params: &Params) -> Vec<u8> {
+fn sgr_sequence<'a>(params: impl Iterator<Item = &'a [u16]>) -> Vec<u8> {
     let mut out = b"\x1b[".to_vec();
-    for (i, param) in params.iter().enumerate() {
+    for (i, param) in params.enumerate() {
         if i > 0 {
             out.push(b';');
         }
@@ -216,11 +683,67 @@ mod tests {
     }
 
     #[test]
-    fn clear_screen_and_cursor_moves_to_other_lines_are_dropped() {
+    fn clear_screen_is_dropped_and_cursor_positions_place_text_on_rows() {
         assert_eq!(
             clean("\x1b[2J\x1b[Hhello\x1b[1A\x1b[5;3Hworld\n"),
-            "helloworld\n"
+            "hello\n\n\n  world\n"
         );
+    }
+
+    #[test]
+    fn multi_line_progress_redrawn_with_cursor_up_ends_as_its_final_frame() {
+        let mut raw = String::from("Installing\n");
+        for step in 0..=1000 {
+            if step > 0 {
+                raw.push_str("\x1b[3A");
+            }
+            for bar in ["alpha", "beta", "gamma"] {
+                raw.push_str(&format!("\r\x1b[2K{bar}: {step}/1000\n"));
+            }
+        }
+        raw.push_str("done\n");
+        assert_eq!(
+            clean(&raw),
+            "Installing\nalpha: 0/1000\nbeta: 0/1000\ngamma: 0/1000\n\
+             alpha: 1000/1000\nbeta: 1000/1000\ngamma: 1000/1000\ndone\n"
+        );
+    }
+
+    #[test]
+    fn full_screen_redraws_at_home_keep_only_the_last_frame() {
+        let mut raw = String::new();
+        for frame in 0..200 {
+            raw.push_str("\x1b[H\x1b[2J");
+            for row in 0..5 {
+                raw.push_str(&format!("frame {frame} row {row}\r\n"));
+            }
+        }
+        let out = clean(&raw);
+        assert_eq!(out.lines().count(), 5, "{out}");
+        assert!(out.starts_with("frame 199 row 0\n"), "{out}");
+    }
+
+    #[test]
+    fn the_first_multi_line_frame_repeats_at_most_once() {
+        // The first frame was passed on before the cursor moved up.
+        let raw = "a: 0\nb: 0\n\x1b[2A\x1b[2Ka: 1\n\x1b[2Kb: 1\nend\n";
+        assert_eq!(clean(raw), "a: 0\nb: 0\na: 1\nb: 1\nend\n");
+    }
+
+    #[test]
+    fn screen_mode_scrolls_old_rows_out_of_the_region() {
+        let mut cleaner = TerminalCleaner::new(false);
+        cleaner.push(b"x\x1b[1A");
+        for i in 0..(MAX_REGION_ROWS + 10) {
+            cleaner.push(format!("row {i}\n").as_bytes());
+        }
+        let committed = String::from_utf8(cleaner.committed().to_vec()).unwrap();
+        // "x" was redrawn in place by "row 1": a redraw, folded as one.
+        assert!(
+            committed.starts_with("row 0\nx → row 1\nrow 2\n"),
+            "{committed}"
+        );
+        assert!(cleaner.pending().len() < (MAX_REGION_ROWS + 1) * 8);
     }
 
     #[test]
@@ -278,7 +801,7 @@ mod tests {
         let mut cleaner = TerminalCleaner::new(false);
         cleaner.push(b"line\nPassword: ");
         assert_eq!(cleaner.committed(), b"line\n");
-        assert_eq!(cleaner.pending(), b"Password: ");
+        assert_eq!(&*cleaner.pending(), b"Password: ");
         cleaner.clear_committed();
         cleaner.finish();
         assert_eq!(cleaner.committed(), b"Password: ");
@@ -291,10 +814,81 @@ mod tests {
     }
 
     #[test]
+    fn finds_control_bytes_at_every_position() {
+        for len in 0..20 {
+            for at in 0..len {
+                for control in [0x00_u8, 0x0A, 0x1B, 0x1F, 0x7F] {
+                    let mut bytes = vec![b'x'; len];
+                    bytes[at] = control;
+                    assert_eq!(first_control(&bytes), Some(at), "{len} {at} {control}");
+                }
+                let mut bytes = vec![b'x'; len];
+                bytes[at] = 0xC3;
+                assert_eq!(first_control(&bytes), None);
+            }
+        }
+        assert_eq!(first_control(" ~é".as_bytes()), None);
+    }
+
+    #[test]
+    fn knows_when_a_push_ends_inside_a_character() {
+        assert_eq!(incomplete_char_len(b"ab"), 0);
+        assert_eq!(incomplete_char_len("é".as_bytes()), 0);
+        assert_eq!(incomplete_char_len(&"é".as_bytes()[..1]), 1);
+        assert_eq!(incomplete_char_len(&"→".as_bytes()[..2]), 2);
+        assert_eq!(incomplete_char_len(&[b'a', 0xF0, 0x9F, 0x98]), 3);
+        assert_eq!(incomplete_char_len(&[0xFF]), 0);
+    }
+
+    #[test]
+    fn a_character_split_across_pushes_is_printed_once() {
+        let text = "a→é\x1b[1mb\n";
+        for split in 0..=text.len() {
+            let mut cleaner = TerminalCleaner::new(false);
+            cleaner.push(&text.as_bytes()[..split]);
+            cleaner.push(&text.as_bytes()[split..]);
+            cleaner.finish();
+            assert_eq!(cleaner.committed(), "a→éb\n".as_bytes(), "split at {split}");
+        }
+    }
+
+    #[test]
     fn strip_sgr_removes_only_colour() {
         assert_eq!(
             strip_sgr(b"\x1b[1;31mred\x1b[0m \x1b[2Kx\x1b"),
             b"red \x1b[2Kx\x1b"
         );
+    }
+
+    proptest::proptest! {
+        /// The plain-text fast path changes nothing: any bytes, any
+        /// chunking, the same text as feeding the parser everything.
+        #[test]
+        fn the_fast_path_matches_the_parser(
+            bytes in proptest::collection::vec(proptest::sample::select(vec![
+                b'a', b'b', b' ', b'1', b'0', b';', b':', b'?', b'[', b']', b'm', b'K', b'A', b'H', b'J', b'G', b'\\',
+                0x1B, b'\r', b'\n', b'\t', 0x08, 0x07, 0x00, 0x7F, 0x9B, 0xC2, 0xC3, 0xA9, 0xE2, 0x86, 0x92, 0xFF,
+            ]), 0..200),
+            cuts in proptest::collection::vec(0_usize..200, 0..5),
+            keep_color in proptest::bool::ANY,
+        ) {
+            let mut reference = TerminalCleaner::new(keep_color);
+            reference.push_through_parser(&bytes);
+            reference.finish();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
+            cuts.sort_unstable();
+            let mut fast = TerminalCleaner::new(keep_color);
+            let mut from = 0;
+            for cut in cuts {
+                fast.push(&bytes[from..cut]);
+                from = cut;
+            }
+            fast.push(&bytes[from..]);
+            fast.finish();
+            proptest::prop_assert_eq!(
+                String::from_utf8_lossy(fast.committed()),
+                String::from_utf8_lossy(reference.committed())
+            );
+        }
     }
 }

@@ -51,7 +51,7 @@ pub struct SandboxRequest {
     pub command: Vec<OsString>,
 }
 
-/// Parses the arguments (argv[0] excluded); `report_from_env` is the value of
+/// Parses the arguments (`argv[0]` excluded); `report_from_env` is the value of
 /// [`REPORT_VAR`], used when `--report` is absent.
 pub fn parse(
     args: &[OsString],

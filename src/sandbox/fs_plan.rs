@@ -2,6 +2,10 @@
 //! Landlock call, from the policy, the writable roots and the compiled-in
 //! rule file `sandbox/landlock.toml`.
 //!
+//! `.git` is protected by a read-only bind mount when the process can make a
+//! mount namespace ([`super::read_only_mounts`]); this module's split is the
+//! fallback, and needs nothing but Landlock.
+//!
 //! Landlock is allow-list only: a right granted on a directory holds for
 //! everything beneath it, and nothing can be subtracted. So to keep a `.git`
 //! inside a writable root read-only, the root itself gets no write right at
@@ -11,7 +15,7 @@
 //! path are listed, so the cost is one directory read per level, not a walk of
 //! the tree.
 //!
-//! The trade-off: in a directory that holds a protected path (typically the
+//! The trade-off of the fallback: in a directory that holds a protected path (typically the
 //! repository root) entries cannot be created, removed or renamed; the files
 //! already there can be rewritten in place, and every subdirectory is fully
 //! writable. Tools that save by writing a temporary file beside the target
@@ -57,6 +61,9 @@ pub struct FsPlan {
     pub writable: Vec<PathBuf>,
     /// Devices and device directories: read, write, truncate, ioctl.
     pub devices: Vec<PathBuf>,
+    /// Whether the process is in a private mount namespace where everything
+    /// but the writable roots is mounted read-only.
+    pub read_only_mounts: bool,
 }
 
 /// The kind of a directory entry, as far as the plan cares.
@@ -248,7 +255,10 @@ mod tests {
             &rules(),
             var,
         );
-        assert_eq!(roots, paths(&["/w", "/tmp", "/var/tmp/x", "/data"]));
+        assert_eq!(
+            roots,
+            paths(&["/w", "/tmp", "/dev/shm", "/var/tmp/x", "/data"])
+        );
         for policy in [Policy::ReadOnly, Policy::DangerFullAccess] {
             assert!(candidate_roots(policy, Path::new("/w"), &explicit, &rules(), var).is_empty());
         }
@@ -258,7 +268,7 @@ mod tests {
     fn relative_tmpdir_is_ignored() {
         let var = |_: &str| Some(PathBuf::from("relative"));
         let roots = candidate_roots(Policy::WorkspaceWrite, Path::new("/w"), &[], &rules(), var);
-        assert_eq!(roots, paths(&["/w", "/tmp"]));
+        assert_eq!(roots, paths(&["/w", "/tmp", "/dev/shm"]));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! abstract Unix sockets are scoped to the sandbox (ABI 6), TCP (ABI 4) and UDP
 //! (ABI 10) are refused by Landlock too when the network is denied, and
 //! connecting to pathname Unix sockets (ABI 9) stays allowed everywhere.
+//! Character and block device nodes can be made nowhere.
 
 use std::path::Path;
 
@@ -40,6 +41,9 @@ pub struct LandlockOutcome {
 /// Restricts the calling thread (and what it execs) to `plan`.
 pub fn restrict(plan: &FsPlan, network: Network) -> Result<LandlockOutcome, SandboxError> {
     let all = AccessFs::from_all(NEWEST_ABI);
+    // Never granted, even in writable roots: a root user could otherwise
+    // create a device node for a raw disk or /dev/mem and write through it.
+    let writable = all & !(AccessFs::MakeChar | AccessFs::MakeBlock | AccessFs::IoctlDev);
     let everywhere = AccessFs::from_read(NEWEST_ABI) | AccessFs::ResolveUnix;
     let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
     let mut scopes: BitFlags<Scope> = Scope::Signal.into();
@@ -60,7 +64,7 @@ pub fn restrict(plan: &FsPlan, network: Network) -> Result<LandlockOutcome, Sand
     let mut created = ruleset.create().map_err(SandboxError::Landlock)?;
     created = add_rule(created, Path::new("/"), everywhere)?;
     for path in &plan.writable {
-        created = add_rule(created, path, all)?;
+        created = add_rule(created, path, writable)?;
     }
     for path in &plan.devices {
         created = add_rule(created, path, device | everywhere)?;

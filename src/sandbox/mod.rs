@@ -9,40 +9,59 @@
 //! # Threat model
 //!
 //! The adversary is the command: a model-written script, or a tool it
-//! downloaded, running as the same user as the agent (or root in a container)
-//! and trying to reach outside what the policy grants. Covered:
+//! downloaded, running as the same user as the agent (or as root in a
+//! container) and trying to reach outside what the policy grants. Covered:
 //!
-//! - **Files** (Landlock): writes outside the writable roots, including
-//!   through a symlink pointing out, renaming or hard-linking a file out,
-//!   truncation, creating devices or fifos; writes into a top-level `.git`
-//!   (hooks, config) of a writable root or its worktree/submodule targets.
+//! - **Files** (Landlock, and under it a private read-only mount namespace
+//!   where the kernel allows one): writes outside the writable roots,
+//!   including through a symlink pointing out, renaming or hard-linking a
+//!   file out or in, truncation; metadata outside (`chmod`, `chown`, `touch`,
+//!   xattrs, `chattr`: mount layer only); device nodes anywhere (`mknod` of a
+//!   raw disk as root); writes into a top-level `.git` (hooks, config) of a
+//!   writable root and its worktree/submodule `gitdir`/`commondir` targets.
 //!   Reading and executing stay allowed everywhere.
 //! - **Network** (seccomp, plus Landlock TCP/UDP rules where the kernel has
 //!   them): no socket but `AF_UNIX`; abstract Unix sockets outside the sandbox
-//!   are unreachable (Landlock scoping); inherited non-Unix sockets are closed.
+//!   unreachable (Landlock scoping); inherited non-Unix sockets closed.
 //! - **Processes**: no `ptrace`, no reading or writing another process's
-//!   memory, no signals to processes outside the sandbox (Landlock scoping).
+//!   memory or environment, no signals to processes outside the sandbox
+//!   (Landlock scoping), no keystrokes pushed into the agent's terminal
+//!   (`TIOCSTI`, `TIOCLINUX`).
 //! - **Privilege**: `no_new_privs` (setuid binaries do not elevate); no user
 //!   namespaces, mounts, kernel modules, kexec, bpf, io_uring, perf, port I/O,
-//!   `open_by_handle_at`, `setns`; x32 syscall numbers closed.
-//! - **Undoing it**: both layers survive exec and only ever stack, so a nested
-//!   `agent-reach-sandbox --policy danger-full-access` stays confined.
+//!   `open_by_handle_at`, `setns`, clock, hostname or kernel log changes;
+//!   x32 syscall numbers closed; 32-bit (i386) syscalls kill the process.
+//! - **Undoing it**: every layer survives exec and only ever stacks, so a
+//!   nested `agent-reach-sandbox --policy danger-full-access` stays confined.
 //!
-//! Not covered: reading secrets (everything is readable), connecting to
-//! pathname Unix sockets that lead out (a Docker or SSH agent socket), CPU,
-//! memory and disk exhaustion, kernel bugs, and `.git` directories below the
-//! top of a writable root or created by the command itself.
+//! Not covered: reading secrets (everything is readable); pathname Unix
+//! sockets that lead out (a Docker or SSH agent socket, or a local DNS
+//! resolver that queries the network for the command); CPU, memory and disk
+//! exhaustion; kernel bugs; `.git` directories below the top of a writable
+//! root or created by the command itself; and, without a mount namespace
+//! (no root and no unprivileged user namespaces, or a nested sandbox),
+//! metadata changes outside the writable roots.
 
 pub mod args;
 pub mod attestation;
 pub mod cli;
+#[cfg(target_os = "linux")]
+pub mod confine;
+#[cfg(target_os = "linux")]
 pub mod error;
+#[cfg(target_os = "linux")]
 pub mod fs_plan;
+#[cfg(target_os = "linux")]
 pub mod landlock_rules;
+#[cfg(target_os = "linux")]
 pub mod launch;
 pub mod policy;
+#[cfg(target_os = "linux")]
+pub mod read_only_mounts;
+#[cfg(target_os = "linux")]
 pub mod seccomp_rules;
 
 pub use attestation::read_attestation;
+#[cfg(target_os = "linux")]
 pub use error::SandboxError;
 pub use policy::{Network, Policy, SandboxSpec, UnknownName};

@@ -1,6 +1,7 @@
 //! The seccomp half: the compiled-in JSON policy (`sandbox/seccomp*.json`,
 //! seccompiler's format) compiled for this architecture and installed as a
-//! few small stacked filters.
+//! few small stacked filters. build.rs compiles the JSON at build time; the
+//! tests check its output against a compile at test time.
 //!
 //! seccomp sees only syscall numbers and register arguments, never memory:
 //! `socket(domain, ...)` can be filtered by family, but `connect` on an
@@ -9,15 +10,15 @@
 //! sight, refused outright). Likewise `clone3` passes its flags in memory, so
 //! it gets ENOSYS and libc falls back to `clone`, whose flags are checked.
 
-use seccompiler::{BpfProgram, TargetArch, sock_filter};
+use seccompiler::{BpfProgram, sock_filter};
 
 use super::error::SandboxError;
 use super::policy::Network;
 
-/// Always installed: process, kernel and mount operations refused.
-const ALWAYS_JSON: &str = include_str!("../../sandbox/seccomp.json");
-/// The x86_64-only privileged syscalls (they do not exist elsewhere).
-const X86_64_JSON: &str = include_str!("../../sandbox/seccomp-x86_64.json");
+mod precompiled {
+    //! build.rs's output: the JSON policy compiled for this architecture.
+    include!(concat!(env!("OUT_DIR"), "/seccomp_bpf.rs"));
+}
 
 /// One filter to install, with what it is for (for error messages).
 #[derive(Debug, Clone)]
@@ -29,8 +30,6 @@ pub struct NamedFilter {
 
 /// The filters for `network`, compiled for the running architecture.
 pub fn filters(network: Network) -> Result<Vec<NamedFilter>, SandboxError> {
-    let arch = target_arch();
-    let mut map = compile(ALWAYS_JSON, arch, "seccomp.json")?;
     let mut wanted: Vec<(&'static str, &'static str)> = vec![
         ("always", "process, kernel and mount isolation"),
         ("clone3", "user namespace isolation"),
@@ -39,16 +38,20 @@ pub fn filters(network: Network) -> Result<Vec<NamedFilter>, SandboxError> {
         wanted.push(("network_deny", "--network deny"));
     }
     if cfg!(target_arch = "x86_64") {
-        map.extend(compile(X86_64_JSON, arch, "seccomp-x86_64.json")?);
         wanted.push(("always_x86_64", "port I/O isolation"));
     }
     let mut out = Vec::with_capacity(wanted.len() + 1);
     for (name, purpose) in wanted {
-        let program = map
-            .remove(name)
+        let program = precompiled::PRECOMPILED
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, program)| program.to_vec())
             .ok_or_else(|| SandboxError::SeccompPolicy {
                 name,
-                message: "filter missing from the policy file".to_owned(),
+                message: format!(
+                    "no filter of that name was compiled for {}",
+                    std::env::consts::ARCH
+                ),
             })?;
         out.push(NamedFilter {
             name,
@@ -78,29 +81,6 @@ pub fn install(filters: &[NamedFilter]) -> Result<(), SandboxError> {
     Ok(())
 }
 
-fn compile(
-    json: &str,
-    arch: TargetArch,
-    name: &'static str,
-) -> Result<std::collections::HashMap<String, BpfProgram>, SandboxError> {
-    seccompiler::compile_from_json(json.as_bytes(), arch).map_err(|err| {
-        SandboxError::SeccompPolicy {
-            name,
-            message: err.to_string(),
-        }
-    })
-}
-
-fn target_arch() -> TargetArch {
-    if cfg!(target_arch = "aarch64") {
-        TargetArch::aarch64
-    } else if cfg!(target_arch = "riscv64") {
-        TargetArch::riscv64
-    } else {
-        TargetArch::x86_64
-    }
-}
-
 /// On x86_64 the x32 ABI reuses the architecture tag with syscall numbers
 /// offset by 0x4000_0000, which a filter keyed on exact numbers would miss;
 /// seccompiler does not close that gap, so this filter refuses every x32
@@ -128,11 +108,41 @@ fn x32_guard() -> BpfProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use seccompiler::TargetArch;
+
+    const ALWAYS_JSON: &str = include_str!("../../sandbox/seccomp.json");
+    const X86_64_JSON: &str = include_str!("../../sandbox/seccomp-x86_64.json");
+
+    fn compile(json: &str, arch: TargetArch) -> std::collections::HashMap<String, BpfProgram> {
+        seccompiler::compile_from_json(json.as_bytes(), arch).unwrap()
+    }
+
+    fn target_arch() -> TargetArch {
+        if cfg!(target_arch = "aarch64") {
+            TargetArch::aarch64
+        } else if cfg!(target_arch = "riscv64") {
+            TargetArch::riscv64
+        } else {
+            TargetArch::x86_64
+        }
+    }
+
+    #[test]
+    fn precompiled_filters_match_a_compile_now() {
+        let mut expected = compile(ALWAYS_JSON, target_arch());
+        if cfg!(target_arch = "x86_64") {
+            expected.extend(compile(X86_64_JSON, TargetArch::x86_64));
+        }
+        assert_eq!(precompiled::PRECOMPILED.len(), expected.len());
+        for (name, program) in precompiled::PRECOMPILED {
+            assert_eq!(Some(&program.to_vec()), expected.get(*name), "{name}");
+        }
+    }
 
     #[test]
     fn policy_compiles_for_every_supported_architecture() {
         for arch in [TargetArch::x86_64, TargetArch::aarch64, TargetArch::riscv64] {
-            let map = compile(ALWAYS_JSON, arch, "seccomp.json").unwrap();
+            let map = compile(ALWAYS_JSON, arch);
             for name in ["always", "clone3", "network_deny"] {
                 assert!(
                     map.get(name).is_some_and(|p| !p.is_empty()),
@@ -140,7 +150,7 @@ mod tests {
                 );
             }
         }
-        let x86 = compile(X86_64_JSON, TargetArch::x86_64, "seccomp-x86_64.json").unwrap();
+        let x86 = compile(X86_64_JSON, TargetArch::x86_64);
         assert!(x86.contains_key("always_x86_64"));
     }
 

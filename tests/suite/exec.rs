@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::TestEnv;
+use crate::skip_unless;
 
 /// Processes whose command line contains `needle`, except zombies.
 fn live_processes_with(needle: &str) -> Vec<i32> {
@@ -469,4 +470,108 @@ fn json_reports_truncation_with_a_spill_file() {
     assert!(spilled.starts_with("1\n2\n") && spilled.ends_with("19999\n20000\n"));
     assert!(json["stdout"].as_str().unwrap().contains("20000"));
     assert_eq!(json["original_bytes"]["stdout"], 108_894);
+}
+
+#[test]
+fn sandbox_confines_the_command_and_attests_it() {
+    let env = TestEnv::new();
+    let result = env
+        .cmd()
+        .args([
+            "run",
+            "--json",
+            "--sandbox",
+            "read-only",
+            "--",
+            "sh",
+            "-c",
+            "touch made-here",
+        ])
+        .limit(Duration::from_secs(20))
+        .run();
+    let refused = result.code == Some(125);
+    skip_unless!(
+        !refused,
+        format!("the sandbox is not available here: {}", result.stderr_str())
+    );
+    let json = result.json();
+    assert_eq!(json["status"], "failure", "{json}");
+    assert_eq!(json["sandbox"]["fs"], "enforced", "{json}");
+    assert!(!env.work().join("made-here").exists());
+    env.cmd()
+        .args([
+            "run",
+            "--sandbox",
+            "workspace-write",
+            "--",
+            "sh",
+            "-c",
+            "touch ok-here",
+        ])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success();
+    assert!(env.work().join("ok-here").exists());
+}
+
+#[test]
+fn an_unknown_sandbox_policy_is_125() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--sandbox", "bogus", "--", "true"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .code_is(125)
+        .stderr_contains("read-only");
+}
+
+#[test]
+fn a_shown_whole_output_leaves_no_spill_file() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args(["run", "--", "echo", "small"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success();
+    let spill = env.ar_home().join("spill");
+    let files: Vec<_> = std::fs::read_dir(&spill)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "{files:?}");
+}
+
+#[test]
+fn sigterm_to_run_kills_the_whole_tree_first() {
+    let env = TestEnv::new();
+    let tag = format!("5000{}", marker("sigterm"));
+    let script = format!("setsid sleep {tag} & sleep {tag}");
+    let bin = crate::common::bin();
+    let mut child = std::process::Command::new(bin)
+        .args(["run", "--timeout-ms", "30000", "--", "sh", "-c", &script])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("AGENT_REACH_HOME", env.ar_home())
+        .current_dir(env.work())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while live_processes_with(&format!("sleep {tag}")).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("run did not end after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_no_process_with(&format!("sleep {tag}"));
 }

@@ -3,8 +3,12 @@
 mod apply_patch;
 mod dispatch;
 mod exec;
+mod exec_api;
 pub mod exec_json;
+mod output;
 mod path_guard;
 mod registry;
+#[cfg(target_os = "linux")]
+mod sandbox;
 mod scheduler;
 mod serve;

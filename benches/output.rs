@@ -1,0 +1,165 @@
+//! Throughput of the output pipeline's in-process stages, each against a
+//! baseline measured in the same run:
+//! - terminal clean-up + fold of a real cargo PTY capture (the fixture,
+//!   repeated to ~1 MiB), against vte parsing alone with a no-op performer;
+//! - 200 MB of plain lines through a whole `StreamCapture` (clean-up and the
+//!   1 MiB cap), against the bare head/tail cap and against vte parsing
+//!   alone.
+//!
+//! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
+//! not wall time: the build machine is shared, and CPU time is what the
+//! pipeline costs a command. Run: `cargo bench --bench output`; criterion
+//! prints medians and MB/s.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use agent_reach::output::headtail::HeadTail;
+use agent_reach::output::terminal::TerminalCleaner;
+use agent_reach::output::{CaptureConfig, Redactor, RenderOptions, StreamCapture, render};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+
+const CARGO_CAPTURE: &[u8] = include_bytes!("../tests/fixtures/output/cargo-build.pty");
+
+/// Reads as a PTY delivers them.
+const PTY_CHUNK: usize = 4096;
+/// Reads as a pipe delivers them.
+const PIPE_CHUNK: usize = 64 * 1024;
+
+/// CPU time this thread has used so far.
+fn thread_cpu_time() -> Duration {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec for the call's duration.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    Duration::new(
+        u64::try_from(now.tv_sec).unwrap_or(0),
+        u32::try_from(now.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// Runs `routine` `iters` times and returns the CPU time it took.
+fn cpu_time<R>(iters: u64, mut routine: impl FnMut() -> R) -> Duration {
+    let start = thread_cpu_time();
+    for _ in 0..iters {
+        black_box(routine());
+    }
+    thread_cpu_time() - start
+}
+
+struct Ignore;
+impl vte::Perform for Ignore {}
+
+fn repeated_capture(target: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(target + CARGO_CAPTURE.len());
+    while out.len() < target {
+        out.extend_from_slice(CARGO_CAPTURE);
+    }
+    out
+}
+
+fn clean_and_fold(c: &mut Criterion) {
+    let input = repeated_capture(1 << 20);
+    let mut group = c.benchmark_group("cargo_capture");
+    group.throughput(Throughput::Bytes(input.len() as u64));
+    group.bench_function("baseline_vte_parse_only", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut parser = vte::Parser::new();
+                for chunk in input.chunks(PTY_CHUNK) {
+                    parser.advance(&mut Ignore, black_box(chunk));
+                }
+            })
+        });
+    });
+    group.bench_function("clean", |b| {
+        b.iter_custom(|iters| cpu_time(iters, || TerminalCleaner::clean(black_box(&input), false)));
+    });
+    group.bench_function("capture_clean_fold_render", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut capture = StreamCapture::new(CaptureConfig::default());
+                for chunk in input.chunks(PTY_CHUNK) {
+                    capture.push(black_box(chunk));
+                }
+                capture.finish();
+                render(&capture.whole(), &RenderOptions::default())
+            })
+        });
+    });
+    group.finish();
+}
+
+fn plain_lines_through_the_cap(c: &mut Criterion) {
+    let mut block = Vec::with_capacity(PIPE_CHUNK + 100);
+    let mut i = 0_u64;
+    while block.len() < PIPE_CHUNK {
+        block.extend_from_slice(format!("test module::case_{i} ... ok\n").as_bytes());
+        i += 1;
+    }
+    block.truncate(PIPE_CHUNK);
+    let total: usize = 200 * 1000 * 1000;
+    let chunks = total / block.len();
+    let mut group = c.benchmark_group("plain_lines_200MB");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes((chunks * block.len()) as u64));
+    group.bench_function("baseline_head_tail_cap_only", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut cap = HeadTail::new(1 << 20);
+                for _ in 0..chunks {
+                    cap.push(black_box(&block));
+                }
+                cap.omitted_bytes()
+            })
+        });
+    });
+    group.bench_function("baseline_vte_parse_only", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut parser = vte::Parser::new();
+                for _ in 0..chunks {
+                    parser.advance(&mut Ignore, black_box(&block));
+                }
+            })
+        });
+    });
+    group.bench_function("stream_capture", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut capture = StreamCapture::new(CaptureConfig::default());
+                for _ in 0..chunks {
+                    capture.push(black_box(&block));
+                }
+                capture.finish();
+                render(&capture.whole(), &RenderOptions::default())
+            })
+        });
+    });
+    group.bench_function("stream_capture_with_3_secrets", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let redactor = Redactor::new(vec![
+                    ("GITHUB_TOKEN".into(), b"ghp_0123456789abcdefghij".to_vec()),
+                    ("NPM_TOKEN".into(), b"npm_abcdefghij0123456789".to_vec()),
+                    ("API_KEY".into(), b"sk-test-0123456789".to_vec()),
+                ]);
+                let mut capture = StreamCapture::new(CaptureConfig {
+                    redactor: Some(redactor),
+                    ..CaptureConfig::default()
+                });
+                for _ in 0..chunks {
+                    capture.push(black_box(&block));
+                }
+                capture.finish();
+                render(&capture.whole(), &RenderOptions::default())
+            })
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, clean_and_fold, plain_lines_through_the_cap);
+criterion_main!(benches);

@@ -1,0 +1,199 @@
+//! The engine's library API as sessions and registry tools use it: spawn,
+//! wait (the yield, never a kill), take the output window by window, write
+//! to a PTY, terminate, finish. Every wait is bounded.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use agent_reach::exec::{self, Execution, RenderOptions, SpawnSpec, WaitEnd};
+
+use crate::common::TestEnv;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn spec(env: &TestEnv, script: &str, tty: bool) -> SpawnSpec {
+    let parent: BTreeMap<OsString, OsString> =
+        [("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())].into();
+    let tag = exec::new_session_tag();
+    let child_env = exec::child_env(&parent, &[], &[], tty, &tag);
+    let mut spec = SpawnSpec::new(
+        vec!["sh".into(), "-c".into(), script.into()],
+        env.work(),
+        child_env,
+        env.ar_home(),
+    );
+    spec.session_tag = tag;
+    spec.tty = tty;
+    spec.merge_output = true;
+    spec
+}
+
+fn opts() -> RenderOptions {
+    RenderOptions::default()
+}
+
+#[test]
+fn wait_yields_without_killing_and_windows_carry_only_new_output() {
+    let env = TestEnv::new();
+    runtime().block_on(async {
+        let execution = Execution::spawn(spec(
+            &env,
+            "echo first; sleep 0.5; echo second; sleep 30",
+            false,
+        ))
+        .unwrap();
+        let end = execution
+            .wait(Instant::now() + Duration::from_millis(300), None)
+            .await;
+        assert_eq!(end, WaitEnd::Deadline);
+        assert!(execution.exit_info().is_none(), "the yield kills nothing");
+        assert_eq!(execution.take_output(&opts()).text, "first\n");
+        let pattern = regex::Regex::new("sec.nd").unwrap();
+        let end = execution
+            .wait(Instant::now() + Duration::from_secs(10), Some(&pattern))
+            .await;
+        assert_eq!(end, WaitEnd::Matched);
+        assert_eq!(execution.take_output(&opts()).text, "second\n");
+        let started = Instant::now();
+        let report = execution.terminate().await;
+        assert!(report.survivors.is_empty(), "{report:?}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let exit = execution.exit_info().expect("exited after terminate");
+        assert_eq!(exit.signal, Some(libc::SIGTERM));
+    });
+}
+
+#[test]
+fn wait_reports_the_exit_with_the_last_output() {
+    let env = TestEnv::new();
+    runtime().block_on(async {
+        let execution = Execution::spawn(spec(&env, "echo bye; exit 7", false)).unwrap();
+        let end = execution
+            .wait(Instant::now() + Duration::from_secs(10), None)
+            .await;
+        assert_eq!(end, WaitEnd::Exited);
+        assert_eq!(execution.exit_info().unwrap().code, Some(7));
+        assert_eq!(execution.take_output(&opts()).text, "bye\n");
+        let completed = execution.finish(&opts()).await;
+        assert_eq!(completed.exit.exit_code(), 7);
+    });
+}
+
+#[test]
+fn a_pty_session_takes_input_and_says_when_it_waits_for_it() {
+    let env = TestEnv::new();
+    runtime().block_on(async {
+        let execution = Execution::spawn(spec(
+            &env,
+            "printf 'name? '; read name; echo hello $name; sleep 30",
+            true,
+        ))
+        .unwrap();
+        let prompt = regex::Regex::new(r"name\? $").unwrap();
+        let end = execution
+            .wait(Instant::now() + Duration::from_secs(10), Some(&prompt))
+            .await;
+        assert_eq!(end, WaitEnd::Matched);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !execution.awaiting_input() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(execution.awaiting_input(), "blocked reading the terminal");
+        assert_eq!(execution.take_output(&opts()).text, "name? ");
+        execution.write_stdin(b"world\n").unwrap();
+        let greeting = regex::Regex::new("hello world").unwrap();
+        let end = execution
+            .wait(Instant::now() + Duration::from_secs(10), Some(&greeting))
+            .await;
+        assert_eq!(end, WaitEnd::Matched);
+        let text = execution.take_output(&opts()).text;
+        assert!(text.contains("hello world\n"), "{text:?}");
+        assert!(!text.contains('\r'), "{text:?}");
+        assert!(!execution.awaiting_input(), "sleeping, not reading");
+        execution.terminate().await;
+    });
+}
+
+#[test]
+fn writing_to_a_pipe_session_is_a_clear_error() {
+    let env = TestEnv::new();
+    runtime().block_on(async {
+        let execution = Execution::spawn(spec(&env, "sleep 30", false)).unwrap();
+        let err = execution.write_stdin(b"x").unwrap_err();
+        assert!(err.to_string().contains("tty"), "{err}");
+        execution.terminate().await;
+    });
+}
+
+#[test]
+fn a_grandchild_holding_the_pty_cannot_block_finish() {
+    let env = TestEnv::new();
+    runtime().block_on(async {
+        let mut spec = spec(
+            &env,
+            "sh -c 'trap \"\" HUP TERM; sleep 30' & echo parent-done",
+            true,
+        );
+        spec.kill_grace = Duration::from_millis(300);
+        spec.drain = Duration::from_millis(300);
+        let execution = Execution::spawn(spec).unwrap();
+        let started = Instant::now();
+        let completed = execution.finish(&opts()).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(completed.stdout.text.contains("parent-done"));
+        assert!(completed.survivors.is_empty(), "{:?}", completed.survivors);
+    });
+}
+
+#[test]
+fn dropping_the_last_handle_kills_the_command() {
+    let env = TestEnv::new();
+    let rt = runtime();
+    let pid = rt.block_on(async {
+        let execution = Execution::spawn(spec(&env, "sleep 30", false)).unwrap();
+        execution.pid() as i32
+    });
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.rsplit_once(')').unwrap().1.trim_start().starts_with('Z'))
+            .unwrap_or(false)
+    };
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(pid), "the command outlived its last handle");
+}
+
+#[test]
+fn secrets_never_reach_the_output() {
+    let env = TestEnv::new();
+    runtime().block_on(async {
+        let mut spec = spec(&env, "echo token=$API_TOKEN; echo done", false);
+        spec.env.insert("API_TOKEN".into(), "tok-123456789".into());
+        spec.secrets = vec![("API_TOKEN".into(), b"tok-123456789".to_vec())];
+        let execution = Execution::spawn(spec).unwrap();
+        let completed = execution.finish(&opts()).await;
+        assert!(
+            !completed.stdout.text.contains("tok-123456789"),
+            "{}",
+            completed.stdout.text
+        );
+        assert!(
+            completed.stdout.text.contains("[REDACTED:API_TOKEN]"),
+            "{}",
+            completed.stdout.text
+        );
+    });
+}
