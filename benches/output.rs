@@ -4,7 +4,9 @@
 //!   repeated to ~1 MiB), against vte parsing alone with a no-op performer;
 //! - 200 MB of plain lines through a whole `StreamCapture` (clean-up and the
 //!   1 MiB cap), against the bare head/tail cap and against vte parsing
-//!   alone.
+//!   alone;
+//! - the spill file a run creates when the store already holds its maximum
+//!   number of files, against a write to an open file.
 //!
 //! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
 //! not wall time: the build machine is shared, and CPU time is what the
@@ -15,8 +17,11 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use agent_reach::output::headtail::HeadTail;
+use agent_reach::output::spill::MAX_SPILL_FILES;
 use agent_reach::output::terminal::TerminalCleaner;
-use agent_reach::output::{CaptureConfig, Redactor, RenderOptions, StreamCapture, render};
+use agent_reach::output::{
+    CaptureConfig, Redactor, RenderOptions, SpillStore, StreamCapture, render,
+};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 const CARGO_CAPTURE: &[u8] = include_bytes!("../tests/fixtures/output/cargo-build.pty");
@@ -161,5 +166,39 @@ fn plain_lines_through_the_cap(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, clean_and_fold, plain_lines_through_the_cap);
+/// The cost a run pays for its spill file when the store is full of small
+/// files (the cap check scans the directory), against writing one line to
+/// an already open file.
+fn spill_file_per_run(c: &mut Criterion) {
+    let Ok(home) = tempfile::tempdir() else {
+        return;
+    };
+    let Ok(store) = SpillStore::open(home.path(), 64 << 20) else {
+        return;
+    };
+    for i in 0..MAX_SPILL_FILES {
+        store.create(&format!("old{i}")).write(b"old output\n");
+    }
+    let mut group = c.benchmark_group("spill_file_per_run");
+    group.bench_function("baseline_write_to_open_file", |b| {
+        let mut open = store.create("open");
+        b.iter_custom(|iters| cpu_time(iters, || open.write(b"one line of output\n")));
+    });
+    group.bench_function("create_write_close_with_full_store", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut writer = store.create("run");
+                writer.write(b"one line of output\n");
+            })
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    clean_and_fold,
+    plain_lines_through_the_cap,
+    spill_file_per_run
+);
 criterion_main!(benches);

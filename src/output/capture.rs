@@ -488,4 +488,34 @@ mod tests {
             proptest::prop_assert_eq!(c.total_raw_bytes(), total as u64);
         }
     }
+
+    proptest::proptest! {
+        /// Session windows of plain text, taken at any points, add up to
+        /// exactly the text: nothing lost, nothing shown twice.
+        #[test]
+        fn windows_add_up_to_the_text(
+            text in "[ab\n]{0,120}",
+            cuts in proptest::collection::vec(0_usize..121, 0..8),
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(text.len())).collect();
+            cuts.sort_unstable();
+            cuts.push(text.len());
+            let mut c = capture(1 << 16);
+            let mut shown = Vec::new();
+            let mut from = 0;
+            for cut in cuts {
+                c.push(&text.as_bytes()[from..cut]);
+                from = cut;
+                let w = c.take_window();
+                shown.extend_from_slice(&w.head);
+                shown.extend_from_slice(&w.tail);
+                shown.extend_from_slice(&w.pending);
+            }
+            c.finish();
+            let last = c.take_window();
+            shown.extend_from_slice(&last.head);
+            shown.extend_from_slice(&last.tail);
+            proptest::prop_assert_eq!(String::from_utf8(shown).unwrap(), text);
+        }
+    }
 }

@@ -2,8 +2,9 @@
 //! and stream, in a file under `$AGENT_REACH_HOME/spill/`, so that a fold
 //! marker can name a file and a line range that really exist.
 //!
-//! The store is capped (default 64 MiB in total): when it grows past the cap
-//! the oldest files are removed first. A writer holds an exclusive `flock` on
+//! The store is capped (default 64 MiB in total, at most
+//! [`MAX_SPILL_FILES`] files): when it grows past the cap the oldest files
+//! are removed first. A writer holds an exclusive `flock` on
 //! its file while it is open, so a concurrent run never removes a file that
 //! is still being written. A single run larger than the whole cap stops
 //! writing at the cap and remembers how many lines made it to disk.
@@ -23,6 +24,10 @@ use nix::fcntl::{Flock, FlockArg};
 
 /// The default cap of the whole store.
 pub const DEFAULT_SPILL_CAP_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The store keeps at most this many files (oldest removed first), so that
+/// checking the cap stays cheap even when every run wrote a few bytes.
+pub const MAX_SPILL_FILES: usize = 256;
 
 /// How often (in bytes written by one writer) the store cap is re-checked.
 const CAP_CHECK_INTERVAL: u64 = 4 * 1024 * 1024;
@@ -122,13 +127,16 @@ impl SpillStore {
             })
             .collect();
         let mut total: u64 = files.iter().map(|(_, len, _)| len).sum();
+        // Room for the file about to be created.
+        let mut count = files.len() + 1;
         files.sort();
         for (_, len, path) in files {
-            if total.saturating_add(reserve) <= self.inner.cap_bytes {
+            if total.saturating_add(reserve) <= self.inner.cap_bytes && count <= MAX_SPILL_FILES {
                 break;
             }
             if remove_if_unlocked(&path) {
                 total = total.saturating_sub(len);
+                count -= 1;
             }
         }
         total
@@ -341,6 +349,17 @@ mod tests {
         // 120 bytes > 100: the oldest goes, the two newer stay.
         assert!(!paths[0].exists());
         assert!(paths[1].exists() && paths[2].exists());
+    }
+
+    #[test]
+    fn keeps_at_most_the_file_count_cap() {
+        let (_home, store) = store(u64::MAX);
+        for i in 0..(MAX_SPILL_FILES + 5) {
+            let mut writer = store.create(&format!("f{i}"));
+            writer.write(b"x");
+        }
+        let files = fs::read_dir(store.dir()).unwrap().count();
+        assert!(files <= MAX_SPILL_FILES, "{files} files");
     }
 
     #[test]
