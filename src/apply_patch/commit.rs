@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use tempfile::{NamedTempFile, TempPath};
 
 use super::error::{ApplyPatchError, Rollback};
-use super::plan::FileWrite;
+use super::plan::{FileAttrs, FileWrite};
 
 /// Permissions of a new file before the umask: what `touch` would make.
 const NEW_FILE_MODE: u32 = 0o666;
@@ -39,7 +39,8 @@ pub fn commit(writes: &[FileWrite]) -> Result<(), ApplyPatchError> {
 }
 
 struct Staged {
-    temp: NamedTempFile,
+    /// Closed after writing: a patch may touch more files than we may hold open.
+    temp: TempPath,
     target: PathBuf,
     replaces: bool,
 }
@@ -62,11 +63,11 @@ impl RollbackGuard {
             if let FileWrite::Put {
                 path,
                 bytes,
-                permissions,
+                attrs,
                 replaces,
             } = write
             {
-                staged.push(self.stage(path, bytes, permissions.as_ref(), *replaces)?);
+                staged.push(self.stage(path, bytes, attrs.as_ref(), *replaces)?);
             }
         }
         for write in writes {
@@ -100,7 +101,7 @@ impl RollbackGuard {
         &mut self,
         target: &Path,
         bytes: &[u8],
-        permissions: Option<&Permissions>,
+        attrs: Option<&FileAttrs>,
         replaces: bool,
     ) -> Result<Staged, StepError> {
         let fail = |e: io::Error| (target.to_path_buf(), e);
@@ -112,25 +113,25 @@ impl RollbackGuard {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let mode = permissions
-            .cloned()
-            .unwrap_or_else(|| Permissions::from_mode(NEW_FILE_MODE));
+        let mode = Permissions::from_mode(attrs.map_or(NEW_FILE_MODE, |a| a.mode));
         let mut temp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(".apply_patch.tmp")
-            .permissions(mode)
+            .permissions(mode.clone())
             .tempfile_in(dir)
             .map_err(fail)?;
         temp.write_all(bytes).map_err(fail)?;
         temp.flush().map_err(fail)?;
-        if let Some(permissions) = permissions {
-            // The umask applied at creation; an existing file keeps its bits.
-            temp.as_file()
-                .set_permissions(permissions.clone())
-                .map_err(fail)?;
+        if let Some(attrs) = attrs {
+            // The replacement keeps the owner where we may set it (root, or
+            // a group of ours); failing that it is ours, as with any editor.
+            let _ = std::os::unix::fs::fchown(temp.as_file(), Some(attrs.uid), Some(attrs.gid));
+            // After chown, which clears set-id bits; and the umask applied
+            // at creation: an existing file keeps its exact bits.
+            temp.as_file().set_permissions(mode).map_err(fail)?;
         }
         Ok(Staged {
-            temp,
+            temp: temp.into_temp_path(),
             target: target.to_path_buf(),
             replaces,
         })
@@ -257,13 +258,18 @@ mod tests {
             FileWrite::Put {
                 path: keep.clone(),
                 bytes: b"new\n".to_vec(),
-                permissions: Some(Permissions::from_mode(0o751)),
+                attrs: Some(FileAttrs {
+                    mode: 0o751,
+                    ..fs::metadata(&keep)
+                        .map(|m| FileAttrs::from(&m))
+                        .unwrap_or_else(|e| panic!("{e}"))
+                }),
                 replaces: true,
             },
             FileWrite::Put {
                 path: dir.path().join("a/b/new.txt"),
                 bytes: b"hi\n".to_vec(),
-                permissions: None,
+                attrs: None,
                 replaces: false,
             },
             FileWrite::Remove { path: gone.clone() },
@@ -293,13 +299,13 @@ mod tests {
             FileWrite::Put {
                 path: first.clone(),
                 bytes: b"changed\n".to_vec(),
-                permissions: None,
+                attrs: None,
                 replaces: true,
             },
             FileWrite::Put {
                 path: dir.path().join("newdir/x.txt"),
                 bytes: b"x\n".to_vec(),
-                permissions: None,
+                attrs: None,
                 replaces: false,
             },
             FileWrite::Remove { path: gone.clone() },
@@ -307,7 +313,7 @@ mod tests {
             FileWrite::Put {
                 path: blocker.join("inner.txt"),
                 bytes: b"never\n".to_vec(),
-                permissions: None,
+                attrs: None,
                 replaces: false,
             },
         ];
@@ -333,7 +339,7 @@ mod tests {
             FileWrite::Put {
                 path: first.clone(),
                 bytes: b"changed\n".to_vec(),
-                permissions: None,
+                attrs: None,
                 replaces: true,
             },
             FileWrite::Remove { path: gone.clone() },
@@ -341,7 +347,7 @@ mod tests {
             FileWrite::Put {
                 path: appeared.clone(),
                 bytes: b"ours\n".to_vec(),
-                permissions: None,
+                attrs: None,
                 replaces: false,
             },
         ];

@@ -27,7 +27,7 @@ pub use commit::commit;
 pub use error::{ApplyPatchError, ClosestRegion, Missing, NoMatch, Rollback};
 pub use parser::{Chunk, ChunkLine, Operation, ParseError, Patch, parse};
 pub use paths::Refusal;
-pub use plan::{FileWrite, Plan};
+pub use plan::{FileAttrs, FileWrite, Plan};
 pub use report::{ApplyReport, ChangeKind, FileChange, FuzzyMatch};
 pub use seek::MatchLevel;
 

@@ -7,7 +7,8 @@
 //! list of file writes and removals that [`super::commit`] carries out.
 
 use std::collections::HashMap;
-use std::fs::Permissions;
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::ApplyOptions;
@@ -18,12 +19,33 @@ use super::paths::{ResolvedPath, Workdir};
 use super::report::{ApplyReport, ChangeKind};
 use super::text::TextFile;
 
+/// What a replaced or moved file keeps: its mode bits and owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileAttrs {
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+}
+
+impl From<&Metadata> for FileAttrs {
+    fn from(meta: &Metadata) -> Self {
+        Self {
+            mode: meta.mode() & 0o7777,
+            uid: meta.uid(),
+            gid: meta.gid(),
+        }
+    }
+}
+
 /// What was on disk at a path before the patch.
 #[derive(Debug, Clone)]
 enum OnDisk {
     Missing,
     NotAFile,
-    File(Permissions),
+    File(FileAttrs),
     Symlink,
 }
 
@@ -34,8 +56,8 @@ struct Slot {
     /// `None`: absent now. `Some(None)`: present, unchanged from disk.
     /// `Some(Some(bytes))`: present with new contents.
     now: Option<Option<Vec<u8>>>,
-    /// Permissions for new contents (a moved file keeps its own).
-    permissions: Option<Permissions>,
+    /// Attributes for new contents (a moved file keeps its own).
+    attrs: Option<FileAttrs>,
 }
 
 /// One change to make on disk.
@@ -47,8 +69,8 @@ pub enum FileWrite {
         path: PathBuf,
         /// The new contents.
         bytes: Vec<u8>,
-        /// Permissions to give it (`None`: a new file, the umask decides).
-        permissions: Option<Permissions>,
+        /// Mode and owner to give it (`None`: a new file, the umask decides).
+        attrs: Option<FileAttrs>,
         /// Whether something exists there now.
         replaces: bool,
     },
@@ -117,7 +139,7 @@ impl Planner<'_> {
             let on_disk = match std::fs::symlink_metadata(key) {
                 Err(_) => OnDisk::Missing,
                 Ok(meta) if meta.file_type().is_symlink() => OnDisk::Symlink,
-                Ok(meta) if meta.is_file() => OnDisk::File(meta.permissions()),
+                Ok(meta) if meta.is_file() => OnDisk::File(FileAttrs::from(&meta)),
                 Ok(_) => OnDisk::NotAFile,
             };
             let now = match on_disk {
@@ -128,7 +150,7 @@ impl Planner<'_> {
             Slot {
                 on_disk,
                 now,
-                permissions: None,
+                attrs: None,
             }
         })
     }
@@ -184,7 +206,7 @@ impl Planner<'_> {
                 let bytes = updated.to_bytes();
                 match destination {
                     Some((dest_path, dest)) if moving => {
-                        let permissions = self.permissions_of(&key);
+                        let attrs = self.attrs_of(&key);
                         self.slot(&key).now = None;
                         let dest_slot = self.slot(&dest.entry);
                         match (&dest_slot.on_disk, &dest_slot.now) {
@@ -195,7 +217,7 @@ impl Planner<'_> {
                             (_, None) => {}
                         }
                         dest_slot.now = Some(Some(bytes));
-                        dest_slot.permissions = permissions;
+                        dest_slot.attrs = attrs;
                         self.report.record(ChangeKind::Modified, dest_path.clone());
                     }
                     _ => {
@@ -228,11 +250,11 @@ impl Planner<'_> {
         }
     }
 
-    fn permissions_of(&self, key: &Path) -> Option<Permissions> {
+    fn attrs_of(&self, key: &Path) -> Option<FileAttrs> {
         let slot = self.slots.get(key)?;
-        slot.permissions.clone().or_else(|| match &slot.on_disk {
-            OnDisk::File(permissions) => Some(permissions.clone()),
-            _ => std::fs::metadata(key).ok().map(|m| m.permissions()),
+        slot.attrs.or_else(|| match &slot.on_disk {
+            OnDisk::File(attrs) => Some(*attrs),
+            _ => std::fs::metadata(key).ok().map(|m| FileAttrs::from(&m)),
         })
     }
 
@@ -249,8 +271,8 @@ impl Planner<'_> {
                 Some(Some(bytes)) => writes.push(FileWrite::Put {
                     path: key.clone(),
                     bytes: bytes.clone(),
-                    permissions: slot.permissions.clone().or_else(|| match &slot.on_disk {
-                        OnDisk::File(permissions) => Some(permissions.clone()),
+                    attrs: slot.attrs.or(match &slot.on_disk {
+                        OnDisk::File(attrs) => Some(*attrs),
                         _ => None,
                     }),
                     replaces: exists,

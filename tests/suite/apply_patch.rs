@@ -407,3 +407,41 @@ fn the_library_api_reports_changes_and_typed_errors() {
     assert!(again.tree_untouched());
     assert_eq!(env.read("a.txt"), "two\n");
 }
+
+#[test]
+fn a_patch_touching_more_files_than_open_file_limit_applies() {
+    let env = TestEnv::new();
+    let mut patch = String::from("*** Begin Patch\n");
+    for n in 0..300 {
+        env.write(&format!("d/f{n}.txt"), format!("value {n}\n"));
+        patch.push_str(&format!(
+            "*** Update File: d/f{n}.txt\n@@\n-value {n}\n+value {}\n",
+            n + 1
+        ));
+    }
+    patch.push_str("*** End Patch\n");
+    env.write("patch.txt", &patch);
+    let link = env.link("apply_patch");
+    let script = format!("ulimit -n 64 && exec '{}' < patch.txt", link.display());
+    env.cmd_at("/bin/sh").args(["-c", &script]).run().success();
+    assert_eq!(env.read("d/f299.txt"), "value 300\n");
+}
+
+#[test]
+fn an_update_keeps_the_owner_of_someone_elses_file() {
+    use std::os::unix::fs::MetadataExt;
+    crate::skip_unless!(
+        unsafe { libc::geteuid() } == 0,
+        "changing a file's owner needs root"
+    );
+    let env = TestEnv::new();
+    let file = env.write("theirs.txt", "a\n");
+    std::os::unix::fs::chown(&file, Some(4321), Some(4321)).unwrap();
+    env.cmd_at(env.link("apply_patch"))
+        .arg("*** Begin Patch\n*** Update File: theirs.txt\n@@\n-a\n+b\n*** End Patch")
+        .run()
+        .success();
+    let meta = fs::metadata(&file).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (4321, 4321));
+    assert_eq!(env.read("theirs.txt"), "b\n");
+}
