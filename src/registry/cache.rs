@@ -3,6 +3,8 @@
 //! Identical means the same tool, the same final argv, the same directory
 //! and terminal mode: what would actually run. Only results of commands that
 //! ran to an exit (success or failure) are kept; timeouts and errors are not.
+//! Identical requests that arrive while the first still runs wait for its
+//! result instead of running the command again.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -24,13 +26,91 @@ pub struct CacheKey {
 /// At most this many results are kept; the oldest go first.
 const MAX_ENTRIES: usize = 1024;
 
+/// Waiters for a run in flight.
+type Waiters = Vec<tokio::sync::oneshot::Sender<NormalizedResult>>;
+
 /// The cache, shared by all requests.
 #[derive(Debug, Default)]
 pub struct ResultCache {
     entries: Mutex<HashMap<CacheKey, (Instant, NormalizedResult)>>,
+    in_flight: Mutex<HashMap<CacheKey, Waiters>>,
+}
+
+/// What a cacheable request should do.
+pub enum Lookup<'a> {
+    /// A fresh stored result.
+    Hit(Box<NormalizedResult>),
+    /// The same run is in flight: await its result (an error means it was
+    /// abandoned; run it yourself then).
+    Wait(tokio::sync::oneshot::Receiver<NormalizedResult>),
+    /// Run it; the guard hands the result to waiters (and cleans up if dropped).
+    Lead(LeaderGuard<'a>),
+}
+
+/// Held by the request that runs a cacheable command for everyone waiting.
+pub struct LeaderGuard<'a> {
+    cache: &'a ResultCache,
+    key: Option<CacheKey>,
+}
+
+impl LeaderGuard<'_> {
+    /// Stores the result and hands it to the waiters when it is worth keeping.
+    pub fn complete(mut self, ttl: Duration, result: &NormalizedResult, keep: bool) {
+        let Some(key) = self.key.take() else { return };
+        if keep {
+            self.cache.put(key.clone(), ttl, result.clone());
+        }
+        let waiters = self
+            .cache
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
+        // A timeout or an error is not shared: dropped waiters run it themselves.
+        if keep {
+            for waiter in waiters.unwrap_or_default() {
+                let _ = waiter.send(result.clone());
+            }
+        }
+    }
+}
+
+impl Drop for LeaderGuard<'_> {
+    fn drop(&mut self) {
+        // Abandoned: the waiters' receivers fail and they run it themselves.
+        if let Some(key) = self.key.take() {
+            self.cache
+                .in_flight
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&key);
+        }
+    }
 }
 
 impl ResultCache {
+    /// A stored result, a run in flight to wait for, or the lead.
+    pub fn lookup(&self, key: &CacheKey, ttl: Duration) -> Lookup<'_> {
+        if let Some(hit) = self.get(key, ttl) {
+            return Lookup::Hit(Box::new(hit));
+        }
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        match in_flight.get_mut(key) {
+            Some(waiters) => {
+                let (sender, receiver) = tokio::sync::oneshot::channel();
+                waiters.push(sender);
+                Lookup::Wait(receiver)
+            }
+            None => {
+                in_flight.insert(key.clone(), Vec::new());
+                Lookup::Lead(LeaderGuard {
+                    cache: self,
+                    key: Some(key.clone()),
+                })
+            }
+        }
+    }
+
     /// A stored result younger than `ttl`.
     pub fn get(&self, key: &CacheKey, ttl: Duration) -> Option<NormalizedResult> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::cache::{CacheKey, ResultCache};
+use super::cache::{CacheKey, Lookup, ResultCache};
 use super::confine::confine;
 use super::engine_runner::EngineRunner;
 use super::env::child_env;
@@ -210,14 +210,23 @@ impl Dispatcher {
             Ok(prepared) => prepared,
             Err(refusal) => return self.finish_refused(request.id, tool_name, refusal),
         };
-        if let Some((key, ttl)) = &prepared.cache
-            && let Some(mut hit) = self.cache.get(key, *ttl)
-        {
-            hit.id = request.id;
-            hit.cached = true;
-            self.metrics
-                .record(&prepared.label, hit.status, true, Duration::ZERO);
-            return hit;
+        let mut leader = None;
+        if let Some((key, ttl)) = &prepared.cache {
+            let shared = match self.cache.lookup(key, *ttl) {
+                Lookup::Hit(hit) => Some(*hit),
+                Lookup::Wait(receiver) => receiver.await.ok(),
+                Lookup::Lead(guard) => {
+                    leader = Some(guard);
+                    None
+                }
+            };
+            if let Some(mut hit) = shared {
+                hit.id = request.id;
+                hit.cached = true;
+                self.metrics
+                    .record(&prepared.label, hit.status, true, Duration::ZERO);
+                return hit;
+            }
         }
         let permit = match self.scheduler.acquire(prepared.demand.clone()).await {
             Ok(permit) => permit,
@@ -251,10 +260,9 @@ impl Dispatcher {
         result.tool = prepared.tool;
         result.cached = false;
         self.scrub(&mut result);
-        if let Some((key, ttl)) = prepared.cache
-            && matches!(result.status, Status::Success | Status::Failure)
-        {
-            self.cache.put(key, ttl, result.clone());
+        if let (Some(guard), Some((_, ttl))) = (leader, prepared.cache) {
+            let keep = matches!(result.status, Status::Success | Status::Failure);
+            guard.complete(ttl, &result, keep);
         }
         self.metrics
             .record(&prepared.label, result.status, false, started.elapsed());
@@ -701,6 +709,13 @@ timeout = 5
 params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type = "list" }]
 "#;
 
+    #[test]
+    fn dispatcher_can_be_shared_across_tasks() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<Dispatcher>();
+        shared::<Request>();
+    }
+
     #[tokio::test]
     async fn a_plan_carries_argv_env_secrets_sandbox_and_timeout() {
         let runner = Arc::new(FakeRunner::default());
@@ -756,6 +771,38 @@ params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type 
         }
         let counts = &d.metrics().snapshot()["t"];
         assert_eq!((counts.runs, counts.busy), (3, 1));
+    }
+
+    #[tokio::test]
+    async fn identical_requests_in_flight_share_one_run() {
+        let toml = "[[tools]]\nname = \"c\"\ncommand = [\"x\"]\ncwd = \"project_root\"\nrisk = \"low\"\ncache_ttl = 60\n";
+        let runner = Arc::new(FakeRunner {
+            delay: Duration::from_millis(200),
+            ..FakeRunner::default()
+        });
+        let (_dir, d) = dispatcher(toml, runner.clone());
+        let d = Arc::new(d);
+        let tasks: Vec<_> = (0..5)
+            .map(|i| {
+                let d = d.clone();
+                tokio::spawn(async move { d.handle_json(&json!({"id": i, "tool": "c"})).await })
+            })
+            .collect();
+        let mut cached = 0;
+        for (i, task) in tasks.into_iter().enumerate() {
+            let result = task.await.unwrap();
+            assert_eq!(result.status, Status::Success);
+            assert_eq!(result.id, Some(json!(i)));
+            cached += usize::from(result.cached);
+        }
+        assert_eq!(
+            runner.plans.lock().unwrap().len(),
+            1,
+            "one run for five identical requests"
+        );
+        assert_eq!(cached, 4);
+        let later = d.handle_json(&json!({"id": "later", "tool": "c"})).await;
+        assert!(later.cached);
     }
 
     #[tokio::test]
