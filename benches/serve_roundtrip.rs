@@ -18,9 +18,12 @@ use rmcp::transport::TokioChildProcess;
 const SEQUENTIAL_CALLS: usize = 300;
 const CONCURRENT_CALLS: usize = 640;
 
-fn median(mut v: Vec<Duration>) -> Duration {
+/// Median, 90th percentile and mean, in milliseconds.
+fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     v.sort_unstable();
-    v[v.len() / 2]
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mean = v.iter().map(|d| ms(*d)).sum::<f64>() / v.len() as f64;
+    (ms(v[v.len() / 2]), ms(v[v.len() * 9 / 10]), mean)
 }
 
 fn fork_exec_true() -> Duration {
@@ -96,16 +99,15 @@ fn main() {
             assert_ne!(r.is_error, Some(true));
             served.push(start.elapsed());
         }
-        let (bare_med, served_med) = (median(bare), median(served));
-        println!("round trip of `true` (bash -c true), median of {SEQUENTIAL_CALLS}:");
-        println!("  bare fork+exec+wait : {:>8.3} ms", bare_med.as_secs_f64() * 1e3);
-        println!("  serve exec_command  : {:>8.3} ms", served_med.as_secs_f64() * 1e3);
+        let (bare, served) = (stats(bare), stats(served));
+        println!("round trip of `true` (bash -c true), {SEQUENTIAL_CALLS} calls, ms:");
+        println!("  bare fork+exec+wait : median {:>7.3}  p90 {:>7.3}  mean {:>7.3}", bare.0, bare.1, bare.2);
+        println!("  serve exec_command  : median {:>7.3}  p90 {:>7.3}  mean {:>7.3}", served.0, served.1, served.2);
         println!(
-            "  added per call      : {:>8.3} ms  (ratio {:.2}x)",
-            (served_med.as_secs_f64() - bare_med.as_secs_f64()) * 1e3,
-            served_med.as_secs_f64() / bare_med.as_secs_f64()
+            "  added per call      : median {:>7.3}  (ratio {:.2}x)",
+            served.0 - bare.0,
+            served.0 / bare.0
         );
-
         println!("calls per second, {CONCURRENT_CALLS} calls:");
         for in_flight in [1usize, 8, 32] {
             let bare = bare_rate(in_flight);
