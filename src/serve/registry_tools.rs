@@ -52,6 +52,11 @@ impl RegistryTools {
         Self { dispatcher, tools }
     }
 
+    /// `text` with every secret the registry knows replaced (for logs).
+    pub fn redact(&self, text: &str) -> String {
+        self.dispatcher.redact(text)
+    }
+
     /// The MCP tool definitions.
     pub fn tools(&self) -> &[Tool] {
         &self.tools

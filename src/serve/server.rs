@@ -314,7 +314,7 @@ impl AgentReachServer {
             .reply(id, &session, outcome, req.max_output_tokens, started)
             .await;
         reply.notes.extend(write_note);
-        let argv = [session.command.clone()];
+        let argv = self.redact_all(std::slice::from_ref(&session.command));
         logging::execution(&ExecutionEvent {
             tool: tools::WRITE_STDIN,
             argv: &argv,
@@ -381,7 +381,7 @@ impl AgentReachServer {
             truncated: rendered.truncated,
             notes,
         };
-        let argv = [session.command.clone()];
+        let argv = self.redact_all(std::slice::from_ref(&session.command));
         logging::execution(&ExecutionEvent {
             tool: tools::KILL_SESSION,
             argv: &argv,
@@ -470,6 +470,14 @@ impl AgentReachServer {
         }
     }
 
+    /// `argv` with the registry's secrets replaced, for the log.
+    fn redact_all(&self, argv: &[String]) -> Vec<String> {
+        match &self.inner.registry {
+            Some(registry) => argv.iter().map(|a| registry.redact(a)).collect(),
+            None => argv.to_vec(),
+        }
+    }
+
     #[expect(clippy::too_many_arguments, reason = "one flat log event")]
     fn log(
         &self,
@@ -481,9 +489,10 @@ impl AgentReachServer {
         bytes_out: u64,
         truncated: bool,
     ) {
+        let argv = self.redact_all(&req.argv);
         logging::execution(&ExecutionEvent {
             tool: tools::EXEC_COMMAND,
-            argv: &req.argv,
+            argv: &argv,
             cwd: &req.workdir,
             duration: started.elapsed(),
             session_id,

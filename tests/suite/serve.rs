@@ -66,10 +66,16 @@ async fn serve_with(extra: &[&str]) -> Served {
 }
 
 async fn serve_in(env: TestEnv, extra: &[&str]) -> Served {
+    serve_in_env(env, extra, &[]).await
+}
+
+async fn serve_in_env(env: TestEnv, extra: &[&str], vars: &[(&str, &str)]) -> Served {
     let log = env.root.path().join("serve.log");
     let mut args = vec!["--log-file", log.to_str().unwrap()];
     args.extend_from_slice(extra);
-    let (transport, _stderr) = TokioChildProcess::builder(server_command(&env, &args))
+    let mut command = server_command(&env, &args);
+    command.envs(vars.iter().copied());
+    let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -848,5 +854,31 @@ fn a_python_dev_server_on_pipes_is_seen_at_its_ready_line() {
             .await;
         assert_eq!(v["state"], "matched", "{text}");
         s.close().await;
+    });
+}
+
+#[test]
+fn the_log_never_holds_a_registry_secret() {
+    run(async {
+        let env = TestEnv::new();
+        let config = env.write(
+            "registry.toml",
+            "[[tools]]\nname = \"deploy\"\ncommand = [\"true\"]\ncwd = \"project_root\"\nrisk = \"low\"\nsecrets = [\"DEPLOY_TOKEN\"]\n",
+        );
+        let s = serve_in_env(
+            env,
+            &["--config", config.to_str().unwrap()],
+            &[("DEPLOY_TOKEN", "tok-7f3a9c2e51")],
+        )
+        .await;
+        s.ok(
+            "exec_command",
+            json!({"cmd": "echo tok-7f3a9c2e51 > /dev/null"}),
+        )
+        .await;
+        let env = s.close().await;
+        let log = std::fs::read_to_string(env.root.path().join("serve.log")).unwrap();
+        assert!(log.contains("[REDACTED:DEPLOY_TOKEN]"), "{log}");
+        assert!(!log.contains("tok-7f3a9c2e51"), "{log}");
     });
 }
