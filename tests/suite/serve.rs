@@ -43,6 +43,11 @@ struct Served {
     client: RunningService<RoleClient, Client>,
     pid: u32,
     progress: Arc<AtomicUsize>,
+    /// The engine's tests run executions inside this test process, and an
+    /// execution's kill takes every unregistered child of the process for an
+    /// orphan of its command: registering the server keeps it (and its
+    /// sessions) out of their reach.
+    _known: agent_reach::exec::KnownChildGuard,
 }
 
 fn server_command(env: &TestEnv, extra: &[&str]) -> Command {
@@ -80,6 +85,7 @@ async fn serve_in_env(env: TestEnv, extra: &[&str], vars: &[(&str, &str)]) -> Se
         .spawn()
         .unwrap();
     let pid = transport.id().unwrap();
+    let known = agent_reach::exec::KnownChildGuard::register(pid as i32);
     let handler = Client::default();
     let progress = handler.progress.clone();
     let client = handler.serve(transport).await.unwrap();
@@ -88,6 +94,7 @@ async fn serve_in_env(env: TestEnv, extra: &[&str], vars: &[(&str, &str)]) -> Se
         client,
         pid,
         progress,
+        _known: known,
     }
 }
 
@@ -563,7 +570,8 @@ fn progress_is_sent_while_waiting_and_cancel_leaves_a_session() {
         handle.cancel(Some("test".into())).await.unwrap();
         let (_, v) = s.ok("list_sessions", json!({})).await;
         let rows = v["sessions"].as_array().unwrap();
-        assert_eq!(rows.len(), 1, "{v}");
+        let log = std::fs::read_to_string(s.env.root.path().join("serve.log")).unwrap_or_default();
+        assert_eq!(rows.len(), 1, "{v}\nserver log:\n{log}");
         assert_eq!(rows[0]["command"], "echo started; sleep 30");
         s.close().await;
     });
