@@ -47,6 +47,48 @@ pub fn unified_cgroup_path(cgroups: &str) -> Option<&str> {
     cgroups.lines().find_map(|line| line.strip_prefix("0::"))
 }
 
+/// Names of our cgroups: the prefix, then the session tag `ar-<pid>-...`.
+const PREFIX: &str = "agent-reach-";
+
+/// The pid of the agent-reach process that made a cgroup, from its name.
+pub fn owner_pid(name: &str) -> Option<i32> {
+    name.strip_prefix(PREFIX)?
+        .strip_prefix("ar-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Once per process: cgroups left by an agent-reach that died without
+/// cleaning up (SIGKILL) are emptied, killing what still runs in them
+/// (escapees of its commands), and removed.
+fn remove_stale_once(base: &Path) {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let Ok(entries) = fs::read_dir(base) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(owner_pid) else {
+                continue;
+            };
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let dir = entry.path();
+            let _ = fs::write(dir.join("cgroup.kill"), b"1");
+            for _ in 0..20 {
+                if fs::remove_dir(&dir).is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    });
+}
+
 /// Owns one execution's cgroup directory; removes it on drop, killing what
 /// is still inside first.
 #[derive(Debug)]
@@ -65,7 +107,8 @@ impl CgroupGuard {
             return Err(unavailable());
         }
         let base = own_cgroup_dir().ok_or_else(unavailable)?;
-        let dir = base.join(format!("agent-reach-{tag}"));
+        remove_stale_once(base);
+        let dir = base.join(format!("{PREFIX}{tag}"));
         let made = fs::create_dir(&dir).and_then(|()| {
             let procs = fs::OpenOptions::new()
                 .write(true)
@@ -127,6 +170,15 @@ impl CgroupGuard {
     }
 }
 
+impl CgroupGuard {
+    /// Removes the directory now if it is empty (done at the end of a
+    /// clean-up, so no exit of the process can leave it behind); the drop
+    /// tries again.
+    pub fn remove_if_empty(&self) {
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
 impl Drop for CgroupGuard {
     fn drop(&mut self) {
         for _ in 0..40 {
@@ -158,6 +210,13 @@ mod tests {
             cgroup2_mount_point("1 2 0:1 / / rw - ext4 /dev/x rw\n"),
             None
         );
+    }
+
+    #[test]
+    fn cgroup_names_tell_their_owner() {
+        assert_eq!(owner_pid("agent-reach-ar-4242-0-1a2b"), Some(4242));
+        assert_eq!(owner_pid("agent-reach-other"), None);
+        assert_eq!(owner_pid("system.slice"), None);
     }
 
     #[test]

@@ -162,13 +162,7 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: RawFd) -> Result<Cloned, CloneEr
     };
     // Signals stay blocked across the clone so no handler of ours runs in
     // the child; the child unblocks them before exec.
-    let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: sigfillset initializes `all`; pthread_sigmask fills `old`.
-    unsafe {
-        libc::sigfillset(all.as_mut_ptr());
-        libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
-    }
+    let blocked = AllSignalsBlockedGuard::new();
     // SAFETY: clone3 without CLONE_VM is a fork: the child gets a copy of
     // our memory, in which every pointer of `plan` stays valid.
     let pid = unsafe {
@@ -183,8 +177,7 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: RawFd) -> Result<Cloned, CloneEr
         unsafe { child(&plan) }
     }
     let clone_error = io::Error::last_os_error();
-    // SAFETY: restoring the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
+    drop(blocked);
     if pid < 0 {
         return Err(match clone_error.raw_os_error() {
             Some(libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP) => {
@@ -212,6 +205,31 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: RawFd) -> Result<Cloned, CloneEr
         stdout: our_stdout,
         stderr: our_stderr,
     })
+}
+
+/// Blocks every signal for the calling thread; restores the old mask on drop.
+struct AllSignalsBlockedGuard {
+    old: libc::sigset_t,
+}
+
+impl AllSignalsBlockedGuard {
+    fn new() -> Self {
+        // SAFETY: sigfillset initializes `all`; pthread_sigmask fills `old`.
+        unsafe {
+            let mut all = std::mem::zeroed::<libc::sigset_t>();
+            let mut old = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            Self { old }
+        }
+    }
+}
+
+impl Drop for AllSignalsBlockedGuard {
+    fn drop(&mut self) {
+        // SAFETY: restoring a mask pthread_sigmask gave us.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
 }
 
 fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {

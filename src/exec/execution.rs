@@ -29,6 +29,10 @@ use super::state::{Captures, ExitInfo, Shared, State, StreamKind};
 /// is left of its process tree is killed (then the drain bound applies).
 pub const EXIT_SETTLE: Duration = Duration::from_millis(50);
 
+/// The pump's stack: it keeps its read buffer on the heap and calls no deep
+/// code, so a small stack saves mapping and faulting the default 2 MiB.
+const PUMP_STACK_BYTES: usize = 256 * 1024;
+
 /// How long a write to a PTY may wait for the command to read.
 pub const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -102,6 +106,18 @@ impl Execution {
         } else {
             (ChildStdio::Pipes, None)
         };
+        // The pump thread starts before the fork, so its start-up overlaps
+        // the command's exec instead of adding to the latency of each run.
+        let (pump_tx, pump_rx) = std::sync::mpsc::sync_channel::<pump::Job>(1);
+        std::thread::Builder::new()
+            .name("agent-reach-pump".into())
+            .stack_size(PUMP_STACK_BYTES)
+            .spawn(move || {
+                if let Ok(job) = pump_rx.recv() {
+                    job.run();
+                }
+            })
+            .map_err(watch_error)?;
         let forked = spawner::fork_exec(ForkRequest {
             program,
             argv,
@@ -154,7 +170,10 @@ impl Execution {
             drain: spec.drain,
             cgroup,
             pty_master,
-            state: Mutex::new(State::new(captures_for(&spec))),
+            state: Mutex::new(State {
+                keep_for_matching: spec.merge_output || spec.tty,
+                ..State::new(captures_for(&spec))
+            }),
             changed: std::sync::Condvar::new(),
             events,
             wake: wake_tx,
@@ -164,12 +183,18 @@ impl Execution {
         });
         let pump_shared = Arc::clone(&shared);
         let timeout_at = spec.timeout.map(|timeout| started_at + timeout);
-        let pumping = std::thread::Builder::new()
-            .name(format!("agent-reach-pump-{pid}"))
-            .spawn(move || pump::run(pump_shared, sources, pidfd, wake_rx, timeout_at));
-        if let Err(source) = pumping {
+        let job = pump::Job {
+            shared: pump_shared,
+            sources,
+            pidfd,
+            wake: wake_rx,
+            timeout_at,
+        };
+        if pump_tx.send(job).is_err() {
             kill::kill_now(&shared);
-            return Err(watch_error(source));
+            return Err(watch_error(std::io::Error::other(
+                "the pump thread is gone",
+            )));
         }
         Ok(Execution {
             owner: Arc::new(Owner {
@@ -222,7 +247,9 @@ impl Execution {
 
     /// Waits until the command exits, `wait_for` matches the output that
     /// arrived since the last [`take_output`](Self::take_output), or `until`.
-    /// This is the sessions' yield: it never kills anything.
+    /// This is the sessions' yield: it never kills anything. `wait_for` sees
+    /// output only of session-style executions (`merge_output` or `tty`);
+    /// one-shot executions do not keep a copy for it.
     pub async fn wait(&self, until: Instant, wait_for: Option<&Regex>) -> WaitEnd {
         let mut events = self.shared().events.subscribe();
         loop {
@@ -348,6 +375,9 @@ impl Execution {
         if !spawner::unknown_children().is_empty() {
             spawner::reap_orphans();
         }
+        if let Some(cgroup) = &shared.cgroup {
+            cgroup.remove_if_empty();
+        }
         let survivors = shared.lock().survivors.clone();
         let completed = Completed::build(self, opts, survivors);
         *cached = Some(completed.clone());
@@ -455,4 +485,30 @@ fn write_all_bounded(fd: &OwnedFd, mut bytes: &[u8], limit: Duration) -> std::io
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_can_be_shared_across_tasks_and_threads() {
+        fn shareable<T: Send + Sync + Clone + 'static>() {}
+        shareable::<Execution>();
+        fn sendable<T: Send>(_: &T) {}
+        let execution: Option<Execution> = None;
+        if let Some(execution) = &execution {
+            sendable(&execution.finish(&RenderOptions::default()));
+            sendable(&execution.wait(Instant::now(), None));
+            sendable(&execution.terminate());
+        }
+    }
+
+    #[test]
+    fn char_boundaries_are_found_backwards() {
+        let text = "aé€b".as_bytes();
+        assert_eq!(floor_char_boundary(text, 2), 1);
+        assert_eq!(floor_char_boundary(text, 4), 3);
+        assert_eq!(floor_char_boundary(text, 99), text.len());
+    }
 }

@@ -242,5 +242,52 @@ pub fn terminate(shared: &Shared) -> KillReport {
     drain(shared);
     shared.reap_main();
     spawner::reap_orphans();
+    if let Some(cgroup) = &shared.cgroup {
+        cgroup.remove_if_empty();
+    }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::procfs::{LiveProcess, ProcStat};
+
+    fn process(pid: i32, ppid: i32) -> LiveProcess {
+        LiveProcess {
+            stat: ProcStat {
+                pid,
+                state: b'S',
+                ppid,
+                pgrp: pid,
+                session: pid,
+            },
+            tagged: false,
+        }
+    }
+
+    #[test]
+    fn descendants_follow_parents_to_any_depth_and_skip_the_rest() {
+        let processes = vec![
+            process(10, 1),
+            process(11, 10),
+            process(12, 11),
+            process(13, 12),
+            process(20, 1),
+            process(21, 20),
+        ];
+        let found = descendants(&processes, &[11].into());
+        assert_eq!(found, [11, 12, 13].into());
+        let none = descendants(&processes, &[99].into());
+        assert!(none.is_empty(), "a dead root brings nothing");
+    }
+
+    #[test]
+    fn live_executions_are_counted_while_guarded() {
+        let before = live_executions();
+        let guard = LiveExecutionGuard::new();
+        assert!(live_executions() > before);
+        drop(guard);
+        assert_eq!(live_executions(), before);
+    }
 }

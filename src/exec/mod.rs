@@ -8,9 +8,16 @@
 //! [`Execution::terminate`] or [`Execution::finish`] (the one-shot end, with
 //! the normalized result from [`Completed::to_result`]).
 //!
-//! Must be used inside a tokio runtime (the async methods); the threads it
-//! starts itself (a spawner, one pump per execution, a timeout watcher when
-//! there is a timeout) do not need one.
+//! The async methods need a tokio runtime (with time enabled). The engine's
+//! own threads need none: one pump per execution (reads the output, sees
+//! the exit, enforces the command timeout), a spawner thread only when
+//! spawning off the main thread (see [`spawner`] on `PR_SET_PDEATHSIG`),
+//! and a short-lived killer at a timeout.
+//!
+//! A process that starts children only through the engine (`run`, `serve`)
+//! should call [`spawner::claim_all_children`] after `Session::start` made
+//! it a subreaper: then orphans that even cleared their environment are
+//! attributed, killed and reaped.
 
 pub mod cgroup;
 pub mod clone3;
@@ -34,6 +41,6 @@ pub use error::ExecError;
 pub use execution::{Execution, WaitEnd};
 pub use glue::{RenderOptions, Rendered};
 pub use kill::KillReport;
-pub use spawner::{KnownChildGuard, reap_orphans};
+pub use spawner::{KnownChildGuard, claim_all_children, reap_orphans};
 pub use spec::{OutputLimits, SpawnSpec, new_session_tag};
 pub use state::ExitInfo;

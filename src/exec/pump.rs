@@ -52,6 +52,29 @@ pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Everything a pump thread needs, handed to it once the command started.
+#[derive(Debug)]
+pub struct Job {
+    pub shared: Arc<Shared>,
+    pub sources: Vec<Source>,
+    pub pidfd: Option<OwnedFd>,
+    pub wake: UnixStream,
+    pub timeout_at: Option<Instant>,
+}
+
+impl Job {
+    /// Runs the pump (see [`run`]).
+    pub fn run(self) {
+        run(
+            self.shared,
+            self.sources,
+            self.pidfd,
+            self.wake,
+            self.timeout_at,
+        );
+    }
+}
+
 /// Runs the pump until every source is closed (or reading was stopped) and
 /// the exit is collected.
 pub fn run(
@@ -208,8 +231,14 @@ fn deliver(shared: &Shared, source: &mut Source, bytes: &[u8]) {
     state.last_output_at = Some(Instant::now());
     state.captures.sink(source.kind).push(bytes);
     state.remember_for_matching(bytes);
+    // Only sessions wait on output; a one-shot caller waits for the exit,
+    // and waking it for every chunk of a flood would cost a context switch
+    // each.
+    let someone_waits_on_output = state.keep_for_matching;
     drop(state);
-    shared.notify();
+    if someone_waits_on_output {
+        shared.notify();
+    }
 }
 
 fn close_sources(shared: &Shared, sources: &mut Vec<Source>, mut closed: Vec<usize>) {

@@ -79,7 +79,8 @@ pub struct SpawnSpec {
     /// names the execution's cgroup. Must be unique per execution.
     pub session_tag: String,
     /// Feed stdout and stderr into one capture in arrival order (sessions);
-    /// otherwise they are kept apart (one-shot results).
+    /// otherwise they are kept apart (one-shot results). Sessions (this or
+    /// `tty`) also keep the newest output for `wait_for` patterns.
     pub merge_output: bool,
     /// Put the command in a cgroup v2 of its own when one can be created
     /// (otherwise escapees are found through the session tag).

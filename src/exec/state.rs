@@ -174,6 +174,8 @@ pub struct State {
     pub survivors: Vec<u32>,
     /// A window was taken: its fold marker may name the spill files.
     pub windows_taken: bool,
+    /// Keep raw output for `wait_for` (sessions: merged output or a PTY).
+    pub keep_for_matching: bool,
 }
 
 impl State {
@@ -190,13 +192,18 @@ impl State {
             match_scanned: 0,
             survivors: Vec::new(),
             windows_taken: false,
+            keep_for_matching: true,
         }
     }
 
     /// Appends raw output to the `wait_for` buffer, dropping the oldest.
+    /// Trimmed only when twice the size, so each byte moves once at most.
     pub fn remember_for_matching(&mut self, bytes: &[u8]) {
+        if !self.keep_for_matching {
+            return;
+        }
         self.match_buf.extend_from_slice(bytes);
-        if self.match_buf.len() > MATCH_BUFFER_BYTES {
+        if self.match_buf.len() > 2 * MATCH_BUFFER_BYTES {
             let excess = self.match_buf.len() - MATCH_BUFFER_BYTES;
             self.match_buf.drain(..excess);
             self.match_scanned = self.match_scanned.saturating_sub(excess);
@@ -383,11 +390,11 @@ mod tests {
                 skim_after: u64::MAX,
             },
         )));
-        state.remember_for_matching(&vec![b'a'; MATCH_BUFFER_BYTES]);
-        state.match_scanned = 100;
+        state.remember_for_matching(&vec![b'a'; 2 * MATCH_BUFFER_BYTES]);
+        state.match_scanned = 2 * MATCH_BUFFER_BYTES - 10;
         state.remember_for_matching(b"zz");
         assert_eq!(state.match_buf.len(), MATCH_BUFFER_BYTES);
         assert!(state.match_buf.ends_with(b"zz"));
-        assert_eq!(state.match_scanned, 98);
+        assert_eq!(state.match_scanned, MATCH_BUFFER_BYTES - 12);
     }
 }

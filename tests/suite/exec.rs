@@ -575,3 +575,51 @@ fn sigterm_to_run_kills_the_whole_tree_first() {
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
     assert_no_process_with(&format!("sleep {tag}"));
 }
+
+/// The cgroup2 directory this test process runs in, when it is writable.
+fn writable_cgroup_dir() -> Option<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        (after.split_whitespace().next()? == "cgroup2").then(|| before.split_whitespace().nth(4))?
+    })?;
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let dir = std::path::Path::new(mount).join(own.trim_start_matches('/'));
+    let probe = dir.join(format!("agent-reach-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).ok()?;
+    std::fs::remove_dir(&probe).ok()?;
+    Some(dir)
+}
+
+#[test]
+fn cgroups_left_by_a_killed_agent_reach_are_emptied_and_removed() {
+    let env = TestEnv::new();
+    let Some(base) = writable_cgroup_dir() else {
+        skip_unless!(false, "no writable cgroup2 tree here");
+        return;
+    };
+    // pid_max is at most 2^22, so this owner is surely dead.
+    let stale = base.join(format!("agent-reach-ar-99999999-0-{}", std::process::id()));
+    std::fs::create_dir(&stale).unwrap();
+    let mut escapee = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    std::fs::write(stale.join("cgroup.procs"), escapee.id().to_string()).unwrap();
+    env.cmd()
+        .args(["run", "--", "true"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success();
+    let status = escapee.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+    assert!(
+        !stale.exists(),
+        "stale cgroup {} still there",
+        stale.display()
+    );
+}

@@ -39,6 +39,13 @@ fn opts() -> RenderOptions {
     RenderOptions::default()
 }
 
+/// Fails the test instead of hanging when an engine call does not return.
+async fn bounded<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not return within 20 s"))
+}
+
 #[test]
 fn wait_yields_without_killing_and_windows_carry_only_new_output() {
     let env = TestEnv::new();
@@ -62,7 +69,7 @@ fn wait_yields_without_killing_and_windows_carry_only_new_output() {
         assert_eq!(end, WaitEnd::Matched);
         assert_eq!(execution.take_output(&opts()).text, "second\n");
         let started = Instant::now();
-        let report = execution.terminate().await;
+        let report = bounded("terminate", execution.terminate()).await;
         assert!(report.survivors.is_empty(), "{report:?}");
         assert!(started.elapsed() < Duration::from_secs(3));
         let exit = execution.exit_info().expect("exited after terminate");
@@ -81,7 +88,7 @@ fn wait_reports_the_exit_with_the_last_output() {
         assert_eq!(end, WaitEnd::Exited);
         assert_eq!(execution.exit_info().unwrap().code, Some(7));
         assert_eq!(execution.take_output(&opts()).text, "bye\n");
-        let completed = execution.finish(&opts()).await;
+        let completed = bounded("finish", execution.finish(&opts())).await;
         assert_eq!(completed.exit.exit_code(), 7);
     });
 }
@@ -117,7 +124,7 @@ fn a_pty_session_takes_input_and_says_when_it_waits_for_it() {
         assert!(text.contains("hello world\n"), "{text:?}");
         assert!(!text.contains('\r'), "{text:?}");
         assert!(!execution.awaiting_input(), "sleeping, not reading");
-        execution.terminate().await;
+        bounded("terminate", execution.terminate()).await;
     });
 }
 
@@ -128,7 +135,7 @@ fn writing_to_a_pipe_session_is_a_clear_error() {
         let execution = Execution::spawn(spec(&env, "sleep 30", false)).unwrap();
         let err = execution.write_stdin(b"x").unwrap_err();
         assert!(err.to_string().contains("tty"), "{err}");
-        execution.terminate().await;
+        bounded("terminate", execution.terminate()).await;
     });
 }
 
@@ -145,7 +152,7 @@ fn a_grandchild_holding_the_pty_cannot_block_finish() {
         spec.drain = Duration::from_millis(300);
         let execution = Execution::spawn(spec).unwrap();
         let started = Instant::now();
-        let completed = execution.finish(&opts()).await;
+        let completed = bounded("finish", execution.finish(&opts())).await;
         assert!(
             started.elapsed() < Duration::from_secs(4),
             "{:?}",
@@ -184,7 +191,7 @@ fn secrets_never_reach_the_output() {
         spec.env.insert("API_TOKEN".into(), "tok-123456789".into());
         spec.secrets = vec![("API_TOKEN".into(), b"tok-123456789".to_vec())];
         let execution = Execution::spawn(spec).unwrap();
-        let completed = execution.finish(&opts()).await;
+        let completed = bounded("finish", execution.finish(&opts())).await;
         assert!(
             !completed.stdout.text.contains("tok-123456789"),
             "{}",
