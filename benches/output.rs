@@ -6,7 +6,8 @@
 //!   1 MiB cap), against the bare head/tail cap and against vte parsing
 //!   alone;
 //! - the spill file a run creates when the store already holds its maximum
-//!   number of files, against a write to an open file.
+//!   number of files (with the default scan interval, and scanning the
+//!   directory every time), against a write to an open file.
 //!
 //! Times are the benchmark thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
 //! not wall time: the build machine is shared, and CPU time is what the
@@ -143,6 +144,19 @@ fn plain_lines_through_the_cap(c: &mut Criterion) {
             })
         });
     });
+    let yes_block: Vec<u8> = b"y\n".iter().copied().cycle().take(block.len()).collect();
+    group.bench_function("stream_capture_yes_lines", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut capture = StreamCapture::new(CaptureConfig::default());
+                for _ in 0..chunks {
+                    capture.push(black_box(&yes_block));
+                }
+                capture.finish();
+                render(&capture.whole(), &RenderOptions::default())
+            })
+        });
+    });
     group.bench_function("stream_capture_with_3_secrets", |b| {
         b.iter_custom(|iters| {
             cpu_time(iters, || {
@@ -188,6 +202,15 @@ fn spill_file_per_run(c: &mut Criterion) {
         b.iter_custom(|iters| {
             cpu_time(iters, || {
                 let mut writer = store.create("run");
+                writer.write(b"one line of output\n");
+            })
+        });
+    });
+    let scanning = store.clone().with_scan_interval(Duration::ZERO);
+    group.bench_function("create_write_close_scanning_every_time", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                let mut writer = scanning.create("run");
                 writer.write(b"one line of output\n");
             })
         });

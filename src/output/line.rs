@@ -239,7 +239,8 @@ impl ScreenLine {
                 }
             }
             1 => {
-                let end = if self.cursor < self.text.len() {
+                let under_cursor = self.cursor < self.text.len();
+                let end = if under_cursor {
                     self.cursor + char_width_at(&self.text, self.cursor)
                 } else {
                     self.cursor
@@ -247,7 +248,8 @@ impl ScreenLine {
                 let blanks =
                     std::str::from_utf8(&self.text[..end]).map_or(end, |s| s.chars().count());
                 self.text.splice(..end, std::iter::repeat_n(b' ', blanks));
-                self.cursor = blanks.min(self.text.len());
+                // The cursor stays on its (now blank) cell.
+                self.cursor = blanks.saturating_sub(usize::from(under_cursor));
             }
             _ => {
                 let column = std::str::from_utf8(&self.text[..self.cursor])
@@ -457,7 +459,8 @@ mod tests {
         print(&mut line, "abcdef");
         line.cursor_to_column(2);
         line.erase(1);
-        assert_eq!(committed(&mut line), "   def");
+        print(&mut line, "C");
+        assert_eq!(committed(&mut line), "  Cdef");
     }
 
     #[test]

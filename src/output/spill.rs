@@ -18,7 +18,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -28,6 +28,15 @@ pub const DEFAULT_SPILL_CAP_BYTES: u64 = 64 * 1024 * 1024;
 /// The store keeps at most this many files (oldest removed first), so that
 /// checking the cap stays cheap even when every run wrote a few bytes.
 pub const MAX_SPILL_FILES: usize = 256;
+
+/// A new or closed file checks the cap only if no check ran this recently,
+/// so a run that prints a line does not pay for a directory scan; the cap
+/// can be exceeded by what runs wrote within this interval.
+pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Marks the time of the last scan (its modification time); it sits next
+/// to the spill directory, which then holds only spill files.
+const SCAN_MARKER: &str = "spill.last-scan";
 
 /// How often (in bytes written by one writer) the store cap is re-checked.
 const CAP_CHECK_INTERVAL: u64 = 4 * 1024 * 1024;
@@ -55,6 +64,8 @@ pub struct SpillStore {
 struct StoreInner {
     dir: PathBuf,
     cap_bytes: u64,
+    /// A new file skips the directory scan when one ran this recently.
+    scan_interval: Duration,
 }
 
 impl SpillStore {
@@ -73,8 +84,39 @@ impl SpillStore {
             inner: Arc::new(StoreInner {
                 dir,
                 cap_bytes: total_cap_bytes,
+                scan_interval: DEFAULT_SCAN_INTERVAL,
             }),
         })
+    }
+
+    /// The same store, scanning its directory for every new file at most
+    /// once per `interval` (zero: always).
+    pub fn with_scan_interval(self, interval: Duration) -> Self {
+        Self {
+            inner: Arc::new(StoreInner {
+                dir: self.inner.dir.clone(),
+                cap_bytes: self.inner.cap_bytes,
+                scan_interval: interval,
+            }),
+        }
+    }
+
+    /// Enforces the cap for a file being created or closed, unless a scan
+    /// ran within the scan interval (by any process: the time is the
+    /// modification time of a marker file in the store).
+    fn enforce_cap_if_due(&self, reserve: u64) {
+        let marker = self.inner.dir.with_file_name(SCAN_MARKER);
+        let recent = fs::metadata(&marker)
+            .and_then(|meta| meta.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age < self.inner.scan_interval);
+        if recent {
+            return;
+        }
+        // Touch first: concurrent runs then skip instead of scanning too.
+        let _ = File::create(&marker);
+        self.enforce_cap(reserve);
     }
 
     /// The directory holding the files.
@@ -230,7 +272,7 @@ impl SpillWriter {
             return;
         }
         if matches!(self.state, WriterState::NotCreated) {
-            self.store.enforce_cap(bytes.len() as u64);
+            self.store.enforce_cap_if_due(bytes.len() as u64);
             self.state = self.create_file();
         }
         let WriterState::Open(file) = &mut self.state else {
@@ -290,7 +332,7 @@ impl Drop for SpillWriter {
     fn drop(&mut self) {
         if self.written_bytes > 0 {
             // Our own file is still locked here, so only older ones can go.
-            self.store.enforce_cap(0);
+            self.store.enforce_cap_if_due(0);
         }
     }
 }
@@ -301,7 +343,9 @@ mod tests {
 
     fn store(cap: u64) -> (tempfile::TempDir, SpillStore) {
         let home = tempfile::tempdir().unwrap();
-        let store = SpillStore::open(home.path(), cap).unwrap();
+        let store = SpillStore::open(home.path(), cap)
+            .unwrap()
+            .with_scan_interval(Duration::ZERO);
         (home, store)
     }
 
@@ -360,6 +404,27 @@ mod tests {
         }
         let files = fs::read_dir(store.dir()).unwrap().count();
         assert!(files <= MAX_SPILL_FILES, "{files} files");
+    }
+
+    #[test]
+    fn a_recent_scan_spares_the_next_files_the_scan() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SpillStore::open(home.path(), 100).unwrap();
+        let mut first = store.create("first");
+        first.write(&[b'x'; 80]);
+        drop(first);
+        // Over the cap, but a scan just ran: the older file stays for now.
+        let mut second = store.create("second");
+        second.write(&[b'y'; 80]);
+        assert_eq!(fs::read_dir(store.dir()).unwrap().count(), 2);
+        let prompt = store.with_scan_interval(Duration::ZERO);
+        let mut third = prompt.create("third");
+        third.write(b"z");
+        assert_eq!(
+            fs::read_dir(prompt.dir()).unwrap().count(),
+            2,
+            "scanned again"
+        );
     }
 
     #[test]

@@ -18,6 +18,11 @@
 //! region or the stream ends. Rows drawn before the switch were already
 //! passed on; those the program draws again appear once more, in their
 //! final state, so the repetition is bounded by the region.
+//!
+//! Not modelled: scroll regions (`CSI r`) and saved cursors (`ESC 7/8`).
+//! Absolute rows count from the top of the live region, so a status line
+//! pinned to the bottom of the screen (apt's `Progress: [ 40%]`) keeps its
+//! text but can land among the log lines.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -103,11 +108,12 @@ impl TerminalCleaner {
 
     /// Feeds the next chunk of raw output.
     ///
-    /// Plain text (valid UTF-8 without ESC or C1 controls) in the parser's
-    /// ground state is handled directly, a run at a time, which is what a
-    /// terminal parser would do with it anyway; everything else goes
-    /// through `vte` byte by byte until a printed ASCII character or a
-    /// dispatched sequence proves it is back in the ground state.
+    /// In the parser's ground state, plain text (valid UTF-8 without ESC
+    /// or C1 controls) and simple CSI sequences (digits and `;`) are handled
+    /// directly, exactly as the parser would dispatch them (a property test
+    /// holds the two paths equal); everything else goes through `vte`, a
+    /// sequence at a time, until a printed ASCII character or a dispatched
+    /// sequence proves it is back in the ground state.
     pub fn push(&mut self, bytes: &[u8]) {
         let joined;
         let bytes = if self.carry.is_empty() {
@@ -295,18 +301,7 @@ impl Screen {
         let mut at = 0;
         if !self.screen_mode && self.line.is_blank() {
             // Whole plain lines go straight through: nothing can redraw them.
-            let mut simple = 0;
-            while let Some(offset) = first_control(&bytes[simple..]) {
-                let control = bytes[simple + offset];
-                if control != b'\n' && control != b'\t' {
-                    simple += offset;
-                    break;
-                }
-                simple += offset + 1;
-            }
-            if first_control(&bytes[simple..]).is_none() {
-                simple = bytes.len();
-            }
+            let simple = first_control_but_newline_or_tab(bytes).unwrap_or(bytes.len());
             if let Some(last_newline) = memchr::memrchr(b'\n', &bytes[..simple]) {
                 self.committed.extend_from_slice(&bytes[..=last_newline]);
                 at = last_newline + 1;
@@ -450,29 +445,50 @@ impl Screen {
 
 /// The first ASCII control byte (below 0x20, or DEL), eight bytes at a time.
 fn first_control(bytes: &[u8]) -> Option<usize> {
+    first_stop::<false>(bytes)
+}
+
+/// The first ASCII control byte other than `\n` and `\t`: what stops plain
+/// lines from going straight through.
+fn first_control_but_newline_or_tab(bytes: &[u8]) -> Option<usize> {
+    first_stop::<true>(bytes)
+}
+
+/// Lanes of `x` (high bit set) whose byte is zero, exactly (no carries
+/// between lanes).
+fn zero_lanes(x: u64) -> u64 {
+    const LOWS: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    !(((x & LOWS) + LOWS) | x) & !LOWS
+}
+
+/// The first byte below 0x20 or DEL (sparing `\n` and `\t` when
+/// `SPARE_LINES`), found a word at a time with exact per-byte masks.
+fn first_stop<const SPARE_LINES: bool>(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let stops = |b: u8| (b < 0x20 && !(SPARE_LINES && (b == b'\n' || b == b'\t'))) || b == 0x7F;
     let mut chunks = bytes.chunks_exact(8);
     let mut offset = 0;
     for chunk in &mut chunks {
         let mut word = [0_u8; 8];
         word.copy_from_slice(chunk);
         let x = u64::from_le_bytes(word);
-        let below_space = x.wrapping_sub(ONES * 0x20) & !x;
-        let del = x ^ (ONES * 0x7F);
-        let is_del = del.wrapping_sub(ONES) & !del;
-        if (below_space | is_del) & HIGHS != 0 {
-            return chunk
-                .iter()
-                .position(|&b| b < 0x20 || b == 0x7F)
-                .map(|at| offset + at);
+        // High bit set where the byte is below 0x20 (and below 0x80).
+        let below_space = !((x | HIGHS) - ONES * 0x20) & !x & HIGHS;
+        let mut hits = below_space | zero_lanes(x ^ (ONES * 0x7F));
+        if SPARE_LINES {
+            hits &= !zero_lanes(x ^ (ONES * u64::from(b'\n')));
+            hits &= !zero_lanes(x ^ (ONES * u64::from(b'\t')));
+        }
+        if hits != 0 {
+            return Some(offset + (hits.trailing_zeros() / 8) as usize);
         }
         offset += 8;
     }
     chunks
         .remainder()
         .iter()
-        .position(|&b| b < 0x20 || b == 0x7F)
+        .position(|&b| stops(b))
         .map(|at| offset + at)
 }
 
@@ -828,6 +844,38 @@ mod tests {
             }
         }
         assert_eq!(first_control(" ~é".as_bytes()), None);
+    }
+
+    #[test]
+    fn word_masks_match_a_byte_by_byte_scan_for_every_byte_value() {
+        for value in 0..=255_u8 {
+            for at in 0..17 {
+                let mut bytes = vec![b'x'; 17];
+                bytes[at] = value;
+                let control = value < 0x20 || value == 0x7F;
+                let spared = value == b'\n' || value == b'\t';
+                assert_eq!(
+                    first_control(&bytes),
+                    control.then_some(at),
+                    "{value:#x} at {at}"
+                );
+                assert_eq!(
+                    first_control_but_newline_or_tab(&bytes),
+                    (control && !spared).then_some(at),
+                    "{value:#x} at {at}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn newlines_and_tabs_do_not_stop_plain_lines() {
+        assert_eq!(first_control_but_newline_or_tab(b"y\ny\ny\n\ty\n"), None);
+        for at in 0..40 {
+            let mut bytes = b"y\n".repeat(20);
+            bytes[at] = b'\r';
+            assert_eq!(first_control_but_newline_or_tab(&bytes), Some(at));
+        }
     }
 
     #[test]

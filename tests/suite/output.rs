@@ -228,7 +228,10 @@ fn binary_output_is_refused_with_its_size_and_an_existing_file() {
 fn the_store_removes_the_oldest_runs_first_and_stays_under_its_cap() {
     let env = TestEnv::new();
     let cap = 100_000;
-    let store = SpillStore::open(&env.ar_home(), cap).unwrap();
+    // Every new file checks the cap (by default only once a second).
+    let store = SpillStore::open(&env.ar_home(), cap)
+        .unwrap()
+        .with_scan_interval(Duration::ZERO);
     let mut paths = Vec::new();
     for run in 0..5 {
         let mut capture = capture_into(&store, 1024);
@@ -242,6 +245,7 @@ fn the_store_removes_the_oldest_runs_first_and_stays_under_its_cap() {
         .unwrap()
         .map(|e| e.unwrap().metadata().unwrap().len())
         .sum();
+
     assert!(total <= cap, "store holds {total} > {cap}");
     assert!(!paths[0].exists(), "the oldest run was removed");
     assert!(paths[4].exists(), "the newest run stays");
