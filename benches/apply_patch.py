@@ -96,24 +96,33 @@ def check_tree(root, tree, label):
                 sys.exit(f"{label}: wrong result in {path}")
 
 
-def time_runs(argv, stdin_path, template, expected, runs, label):
-    samples = []
-    for _ in range(runs):
-        work = tempfile.mkdtemp(prefix="ap-bench-")
-        try:
-            shutil.rmtree(work)
-            shutil.copytree(template, work, symlinks=True)
-            with open(stdin_path, "rb") as stdin:
-                started = time.perf_counter()
-                done = subprocess.run(argv, cwd=work, stdin=stdin,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                samples.append((time.perf_counter() - started) * 1000)
-            if done.returncode != 0:
-                sys.exit(f"{label} failed ({done.returncode}): {done.stderr.decode()}")
+def run_once(argv, stdin_path, template, expected, label):
+    """One timed run on a fresh copy of `template`; returns milliseconds."""
+    work = tempfile.mkdtemp(prefix="ap-bench-")
+    try:
+        shutil.rmtree(work)
+        shutil.copytree(template, work, symlinks=True)
+        with open(stdin_path, "rb") as stdin:
+            started = time.perf_counter()
+            done = subprocess.run(argv, cwd=work, stdin=stdin,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            elapsed = (time.perf_counter() - started) * 1000
+        if done.returncode != 0:
+            sys.exit(f"{label} failed ({done.returncode}): {done.stderr.decode()}")
+        if expected is not None:
             check_tree(work, expected, label)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-    return statistics.median(samples)
+        return elapsed
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def time_pair(ours, theirs, runs):
+    """Medians of both commands, runs interleaved so load drift hits both."""
+    a, b = [], []
+    for _ in range(runs):
+        a.append(ours())
+        b.append(theirs())
+    return statistics.median(a), statistics.median(b)
 
 
 def main():
@@ -130,6 +139,14 @@ def main():
     try:
         link = os.path.join(scratch, "apply_patch")
         os.symlink(os.path.abspath(args.binary), link)
+        empty = os.path.join(scratch, "empty")
+        os.makedirs(empty)
+        help_path = os.path.join(scratch, "nothing")
+        open(help_path, "w").close()
+        startup = statistics.median(
+            run_once([link, "--help"], help_path, empty, None, "apply_patch --help")
+            for _ in range(args.runs))
+        print(f"process start floor (apply_patch --help): {startup:.2f} ms")
         print(f"{'case':<28}{'apply_patch ms':>16}{'git apply ms':>14}{'ratio':>8}")
         for name, make in [("1-file add", case_add),
                            ("5,000 lines, 200 hunks", case_big_file),
@@ -145,10 +162,12 @@ def main():
                 f.write(codex)
             with open(diff_path, "w") as f:
                 f.write(diff)
-            ours = time_runs([link], codex_path, template, after, args.runs, f"apply_patch {name}")
-            theirs = time_runs([git, "apply", "-"], diff_path, template, after, args.runs, f"git apply {name}")
+            ours, theirs = time_pair(
+                lambda: run_once([link], codex_path, template, after, f"apply_patch {name}"),
+                lambda: run_once([git, "apply", "-"], diff_path, template, after, f"git apply {name}"),
+                args.runs)
             print(f"{name:<28}{ours:>16.2f}{theirs:>14.2f}{ours / theirs:>8.2f}")
-        print(f"(medians of {args.runs} runs each; ratio < 1 means apply_patch is faster)")
+        print(f"(medians of {args.runs} interleaved runs each; ratio < 1 means apply_patch is faster)")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use tempfile::{NamedTempFile, TempPath};
 
 use super::error::{ApplyPatchError, Rollback};
-use super::plan::{FileAttrs, FileWrite};
+use super::plan::{FileAttrs, FileWrite, Stamp};
 
 /// Permissions of a new file before the umask: what `touch` would make.
 const NEW_FILE_MODE: u32 = 0o666;
@@ -42,7 +42,7 @@ struct Staged {
     /// Closed after writing: a patch may touch more files than we may hold open.
     temp: TempPath,
     target: PathBuf,
-    replaces: bool,
+    replaces: Option<Stamp>,
 }
 
 /// The steps taken so far, undone on drop unless finished.
@@ -70,8 +70,27 @@ impl RollbackGuard {
                 staged.push(self.stage(path, bytes, attrs.as_ref(), *replaces)?);
             }
         }
+        // Everything is staged: now make sure nobody changed a file since
+        // it was read, so that the patch never clobbers a newer edit.
         for write in writes {
-            if let FileWrite::Remove { path } = write {
+            let (path, expected) = match write {
+                FileWrite::Put {
+                    path,
+                    replaces: Some(stamp),
+                    ..
+                } => (path, stamp),
+                FileWrite::Remove { path, stamp } => (path, stamp),
+                FileWrite::Put { replaces: None, .. } => continue,
+            };
+            if Stamp::of(path).ok().as_ref() != Some(expected) {
+                return Err((
+                    path.clone(),
+                    io::Error::other("the file changed on disk while the patch was being applied"),
+                ));
+            }
+        }
+        for write in writes {
+            if let FileWrite::Remove { path, .. } = write {
                 let backup = backup_of(path).map_err(|e| (path.clone(), e))?;
                 fs::remove_file(path).map_err(|e| (path.clone(), e))?;
                 self.backups.push((backup, path.clone()));
@@ -83,7 +102,7 @@ impl RollbackGuard {
             replaces,
         } in staged
         {
-            if replaces {
+            if replaces.is_some() {
                 let backup = backup_of(&target).map_err(|e| (target.clone(), e))?;
                 self.backups.push((backup, target.clone()));
                 temp.persist(&target)
@@ -102,7 +121,7 @@ impl RollbackGuard {
         target: &Path,
         bytes: &[u8],
         attrs: Option<&FileAttrs>,
-        replaces: bool,
+        replaces: Option<Stamp>,
     ) -> Result<Staged, StepError> {
         let fail = |e: io::Error| (target.to_path_buf(), e);
         let dir = target
@@ -217,6 +236,10 @@ fn backup_of(path: &Path) -> io::Result<TempPath> {
 mod tests {
     use super::*;
 
+    fn stamp_of(path: &Path) -> Stamp {
+        Stamp::of(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
     fn read(path: &Path) -> String {
         fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
@@ -264,15 +287,18 @@ mod tests {
                         .map(|m| FileAttrs::from(&m))
                         .unwrap_or_else(|e| panic!("{e}"))
                 }),
-                replaces: true,
+                replaces: Some(stamp_of(&keep)),
             },
             FileWrite::Put {
                 path: dir.path().join("a/b/new.txt"),
                 bytes: b"hi\n".to_vec(),
                 attrs: None,
-                replaces: false,
+                replaces: None,
             },
-            FileWrite::Remove { path: gone.clone() },
+            FileWrite::Remove {
+                path: gone.clone(),
+                stamp: stamp_of(&gone),
+            },
         ];
         assert!(commit(&writes).is_ok());
         assert_eq!(read(&keep), "new\n");
@@ -300,21 +326,24 @@ mod tests {
                 path: first.clone(),
                 bytes: b"changed\n".to_vec(),
                 attrs: None,
-                replaces: true,
+                replaces: Some(stamp_of(&first)),
             },
             FileWrite::Put {
                 path: dir.path().join("newdir/x.txt"),
                 bytes: b"x\n".to_vec(),
                 attrs: None,
-                replaces: false,
+                replaces: None,
             },
-            FileWrite::Remove { path: gone.clone() },
+            FileWrite::Remove {
+                path: gone.clone(),
+                stamp: stamp_of(&gone),
+            },
             // A file where a directory must be: staging fails.
             FileWrite::Put {
                 path: blocker.join("inner.txt"),
                 bytes: b"never\n".to_vec(),
                 attrs: None,
-                replaces: false,
+                replaces: None,
             },
         ];
         let Err(ApplyPatchError::Write { rollback, .. }) = commit(&writes) else {
@@ -340,15 +369,18 @@ mod tests {
                 path: first.clone(),
                 bytes: b"changed\n".to_vec(),
                 attrs: None,
-                replaces: true,
+                replaces: Some(stamp_of(&first)),
             },
-            FileWrite::Remove { path: gone.clone() },
+            FileWrite::Remove {
+                path: gone.clone(),
+                stamp: stamp_of(&gone),
+            },
             // Planned as new, but a file appeared there since: never clobbered.
             FileWrite::Put {
                 path: appeared.clone(),
                 bytes: b"ours\n".to_vec(),
                 attrs: None,
-                replaces: false,
+                replaces: None,
             },
         ];
         let Err(ApplyPatchError::Write { rollback, path, .. }) = commit(&writes) else {
@@ -363,5 +395,30 @@ mod tests {
             listing(dir.path()),
             ["appeared.txt", "first.txt", "gone.txt"]
         );
+    }
+
+    #[test]
+    fn a_file_changed_since_it_was_read_is_not_clobbered() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let file = dir.path().join("edited.txt");
+        fs::write(&file, "as read\n").unwrap_or_else(|e| panic!("{e}"));
+        let stamp = stamp_of(&file);
+        fs::write(&file, "someone else's newer edit\n").unwrap_or_else(|e| panic!("{e}"));
+        let writes = vec![FileWrite::Put {
+            path: file.clone(),
+            bytes: b"ours\n".to_vec(),
+            attrs: None,
+            replaces: Some(stamp),
+        }];
+        let Err(ApplyPatchError::Write {
+            source, rollback, ..
+        }) = commit(&writes)
+        else {
+            panic!("commit did not fail");
+        };
+        assert!(source.to_string().contains("changed on disk"), "{source}");
+        assert_eq!(rollback, Rollback::Complete);
+        assert_eq!(read(&file), "someone else's newer edit\n");
+        assert_eq!(listing(dir.path()), ["edited.txt"]);
     }
 }

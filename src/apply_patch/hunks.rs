@@ -127,12 +127,17 @@ pub fn apply_chunks(
         line_index = found.index + old.len();
     }
     replacements.sort_by_key(|r| r.start);
-    let mut lines = file.lines.clone();
-    for replacement in replacements.into_iter().rev() {
-        let end = (replacement.start + replacement.old_len).min(lines.len());
-        let start = replacement.start.min(end);
-        lines.splice(start..end, replacement.lines);
+    // One pass, front to back: splicing each hunk into a copy would move
+    // the rest of the file once per hunk.
+    let mut lines = Vec::with_capacity(file.lines.len() + replacements.len());
+    let mut cursor = 0usize;
+    for replacement in replacements {
+        let start = replacement.start.clamp(cursor, file.lines.len());
+        lines.extend_from_slice(&file.lines[cursor..start]);
+        lines.extend(replacement.lines);
+        cursor = (start + replacement.old_len).min(file.lines.len());
     }
+    lines.extend_from_slice(&file.lines[cursor..]);
     Ok(TextFile {
         lines,
         dominant_eol: file.dominant_eol,

@@ -40,13 +40,52 @@ impl From<&Metadata> for FileAttrs {
     }
 }
 
+/// Identifies a file's state when it was read: if any part differs at
+/// commit time, someone else changed the file and the patch is not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl Stamp {
+    /// The stamp of the entry at `path` (links not followed).
+    pub fn of(path: &Path) -> std::io::Result<Self> {
+        std::fs::symlink_metadata(path).map(|meta| Self::from(&meta))
+    }
+}
+
+impl From<&Metadata> for Stamp {
+    fn from(meta: &Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime: meta.mtime(),
+            mtime_nsec: meta.mtime_nsec(),
+        }
+    }
+}
+
 /// What was on disk at a path before the patch.
 #[derive(Debug, Clone)]
 enum OnDisk {
     Missing,
     NotAFile,
-    File(FileAttrs),
-    Symlink,
+    File(FileAttrs, Stamp),
+    Symlink(Stamp),
+}
+
+impl OnDisk {
+    fn stamp(&self) -> Option<Stamp> {
+        match self {
+            OnDisk::File(_, stamp) | OnDisk::Symlink(stamp) => Some(*stamp),
+            OnDisk::Missing | OnDisk::NotAFile => None,
+        }
+    }
 }
 
 /// A path's state as the patch goes along.
@@ -71,13 +110,15 @@ pub enum FileWrite {
         bytes: Vec<u8>,
         /// Mode and owner to give it (`None`: a new file, the umask decides).
         attrs: Option<FileAttrs>,
-        /// Whether something exists there now.
-        replaces: bool,
+        /// The file it replaces, as it was read; `None` for a new file.
+        replaces: Option<Stamp>,
     },
     /// Remove the entry at `path`.
     Remove {
         /// The resolved path.
         path: PathBuf,
+        /// The entry as it was read.
+        stamp: Stamp,
     },
 }
 
@@ -138,8 +179,10 @@ impl Planner<'_> {
         self.slots.entry(key.to_path_buf()).or_insert_with(|| {
             let on_disk = match std::fs::symlink_metadata(key) {
                 Err(_) => OnDisk::Missing,
-                Ok(meta) if meta.file_type().is_symlink() => OnDisk::Symlink,
-                Ok(meta) if meta.is_file() => OnDisk::File(FileAttrs::from(&meta)),
+                Ok(meta) if meta.file_type().is_symlink() => OnDisk::Symlink(Stamp::from(&meta)),
+                Ok(meta) if meta.is_file() => {
+                    OnDisk::File(FileAttrs::from(&meta), Stamp::from(&meta))
+                }
                 Ok(_) => OnDisk::NotAFile,
             };
             let now = match on_disk {
@@ -253,7 +296,7 @@ impl Planner<'_> {
     fn attrs_of(&self, key: &Path) -> Option<FileAttrs> {
         let slot = self.slots.get(key)?;
         slot.attrs.or_else(|| match &slot.on_disk {
-            OnDisk::File(attrs) => Some(*attrs),
+            OnDisk::File(attrs, _) => Some(*attrs),
             _ => std::fs::metadata(key).ok().map(|m| FileAttrs::from(&m)),
         })
     }
@@ -264,18 +307,21 @@ impl Planner<'_> {
             let Some(slot) = self.slots.get(key) else {
                 continue;
             };
-            let exists = !matches!(slot.on_disk, OnDisk::Missing);
-            match &slot.now {
-                None if exists => writes.push(FileWrite::Remove { path: key.clone() }),
-                None | Some(None) => {}
-                Some(Some(bytes)) => writes.push(FileWrite::Put {
+            let stamp = slot.on_disk.stamp();
+            match (&slot.now, stamp) {
+                (None, Some(stamp)) => writes.push(FileWrite::Remove {
+                    path: key.clone(),
+                    stamp,
+                }),
+                (None, None) | (Some(None), _) => {}
+                (Some(Some(bytes)), _) => writes.push(FileWrite::Put {
                     path: key.clone(),
                     bytes: bytes.clone(),
                     attrs: slot.attrs.or(match &slot.on_disk {
-                        OnDisk::File(attrs) => Some(*attrs),
+                        OnDisk::File(attrs, _) => Some(*attrs),
                         _ => None,
                     }),
-                    replaces: exists,
+                    replaces: stamp,
                 }),
             }
         }

@@ -31,6 +31,8 @@ const LEVELS: [MatchLevel; 4] = [
 /// The lines of one file, searched by every chunk of an update.
 pub struct Haystack<'a> {
     lines: &'a [std::borrow::Cow<'a, str>],
+    trimmed_end: OnceCell<Vec<&'a str>>,
+    trimmed: OnceCell<Vec<&'a str>>,
     normalized: OnceCell<Vec<String>>,
 }
 
@@ -57,6 +59,8 @@ impl<'a> Haystack<'a> {
     pub fn new(lines: &'a [std::borrow::Cow<'a, str>]) -> Self {
         Self {
             lines,
+            trimmed_end: OnceCell::new(),
+            trimmed: OnceCell::new(),
             normalized: OnceCell::new(),
         }
     }
@@ -89,37 +93,31 @@ impl<'a> Haystack<'a> {
         if first_start > last_start {
             return None;
         }
-        let normalized_pattern: Vec<String> = pattern.iter().map(|p| normalize(p)).collect();
+        let range = first_start..=last_start;
         LEVELS.into_iter().find_map(|level| {
-            (first_start..=last_start)
-                .find(|&index| self.matches_at(index, pattern, &normalized_pattern, level))
-                .map(|index| Found { index, level })
+            let index = match level {
+                MatchLevel::Exact => find_window(self.lines, pattern, range.clone()),
+                MatchLevel::TrailingWhitespace => {
+                    let wanted: Vec<&str> = pattern.iter().map(|p| p.trim_end()).collect();
+                    let view = self
+                        .trimmed_end
+                        .get_or_init(|| self.lines.iter().map(|l| l.trim_end()).collect());
+                    find_window(view, &wanted, range.clone())
+                }
+                MatchLevel::SurroundingWhitespace => {
+                    let wanted: Vec<&str> = pattern.iter().map(|p| p.trim()).collect();
+                    let view = self
+                        .trimmed
+                        .get_or_init(|| self.lines.iter().map(|l| l.trim()).collect());
+                    find_window(view, &wanted, range.clone())
+                }
+                MatchLevel::Punctuation => {
+                    let wanted: Vec<String> = pattern.iter().map(|p| normalize(p)).collect();
+                    find_window(self.normalized(), &wanted, range.clone())
+                }
+            };
+            index.map(|index| Found { index, level })
         })
-    }
-
-    fn matches_at(
-        &self,
-        index: usize,
-        pattern: &[&str],
-        normalized_pattern: &[String],
-        level: MatchLevel,
-    ) -> bool {
-        let window = &self.lines[index..index + pattern.len()];
-        match level {
-            MatchLevel::Exact => window.iter().zip(pattern).all(|(l, p)| l == p),
-            MatchLevel::TrailingWhitespace => window
-                .iter()
-                .zip(pattern)
-                .all(|(l, p)| l.trim_end() == p.trim_end()),
-            MatchLevel::SurroundingWhitespace => window
-                .iter()
-                .zip(pattern)
-                .all(|(l, p)| l.trim() == p.trim()),
-            MatchLevel::Punctuation => self.normalized()[index..index + pattern.len()]
-                .iter()
-                .zip(normalized_pattern)
-                .all(|(l, p)| l == p),
-        }
     }
 
     /// The region most like `pattern`, for an error message: the window
@@ -162,6 +160,20 @@ impl<'a> Haystack<'a> {
             same_lines: 0,
         })
     }
+}
+
+/// The first start in `range` where `wanted` equals the lines of `view`.
+fn find_window<L: AsRef<str>, W: AsRef<str>>(
+    view: &[L],
+    wanted: &[W],
+    range: std::ops::RangeInclusive<usize>,
+) -> Option<usize> {
+    range.into_iter().find(|&start| {
+        view[start..start + wanted.len()]
+            .iter()
+            .zip(wanted)
+            .all(|(line, want)| line.as_ref() == want.as_ref())
+    })
 }
 
 /// A line with surrounding whitespace removed and Unicode punctuation that
