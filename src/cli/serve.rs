@@ -1,11 +1,13 @@
-//! `agent-reach serve`: the MCP server on stdio.
+//! `agent-reach serve`: the MCP server on stdio (the flags; the server itself
+//! is [`crate::serve`]).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::context::ProcessContext;
 
 /// `serve` arguments.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// The registry file (default: the built-in registry).
     #[arg(long)]
@@ -16,9 +18,19 @@ pub struct ServeArgs {
     /// Default working directory and the registry's project root.
     #[arg(long)]
     pub root: Option<PathBuf>,
+    /// Write the JSON log lines to this file (appended) instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+    /// How many sessions may live at once; when full, exited then least
+    /// recently used ones are killed (never the 8 most recent).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_sessions: u64,
+    /// Serve Prometheus-style metrics over HTTP on this address (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// `agent-reach serve ...`.
-pub fn main(_args: ServeArgs, _ctx: ProcessContext) -> i32 {
-    crate::stdio::not_available("agent-reach serve (the MCP server)")
+pub fn main(args: ServeArgs, ctx: ProcessContext) -> i32 {
+    crate::serve::main(args, ctx)
 }

@@ -1,1 +1,208 @@
-//! Placeholder: filled by its issue.
+//! `agent-reach serve`: the MCP server agents connect to.
+//!
+//! A session table ([`table`]) on top of the exec engine, served with the
+//! official Rust SDK (rmcp) on stdio. stdout is the protocol and nothing else
+//! ever goes there ([`transport`]); logs are JSON lines on stderr or
+//! `--log-file` ([`logging`]).
+//!
+//! Lifecycle: the session PATH directory and the subreaper are set up before
+//! the runtime starts threads; on stdin EOF, SIGTERM, SIGINT or SIGHUP every
+//! session is killed (escapees too) and the directory removed. If the server
+//! itself is killed, a watchdog process kills what it started ([`watchdog`]),
+//! and whatever escaped that too is killed at the next start ([`orphans`]).
+
+pub mod lenient;
+pub mod logging;
+pub mod metrics;
+pub mod orphans;
+pub mod params;
+pub mod procfs;
+pub mod registry_tools;
+pub mod reply;
+pub mod server;
+pub mod session;
+pub mod table;
+pub mod tools;
+pub mod transport;
+pub mod watchdog;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::cli::serve::ServeArgs;
+use crate::cli::session::Session as ProcessSession;
+use crate::context::ProcessContext;
+use crate::exit_code;
+use crate::registry::{Dispatcher, DispatcherConfig, Registry};
+use metrics::Metrics;
+use server::{AgentReachServer, ServeConfig};
+
+/// How long the runtime may take to stop once every session is killed.
+const RUNTIME_STOP: Duration = Duration::from_secs(1);
+
+/// `agent-reach serve ...`: serves until the client goes away or a signal.
+pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
+    let session = match ProcessSession::start(&mut ctx) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("agent-reach serve: {e}");
+            return exit_code::INTERNAL;
+        }
+    };
+    // Forked while this is the only thread; see `watchdog`.
+    let watchdog = watchdog::start(session.path_dir());
+    let filter = ctx
+        .var(logging::LOG_FILTER_VAR)
+        .and_then(|v| v.to_str())
+        .map(str::to_owned);
+    if let Err(e) = logging::init(args.log_file.as_deref(), filter.as_deref()) {
+        eprintln!("agent-reach serve: {e}");
+        return exit_code::USAGE;
+    }
+    let root = match resolve_root(&args, &ctx) {
+        Ok(root) => root,
+        Err(message) => {
+            eprintln!("agent-reach serve: {message}");
+            return exit_code::USAGE;
+        }
+    };
+    let registry = match Registry::load(args.config.as_deref(), args.profile.as_deref(), &root) {
+        Ok(registry) => registry,
+        Err(e) => {
+            eprintln!("agent-reach serve: {e}");
+            return exit_code::INTERNAL;
+        }
+    };
+    let dispatcher_config = DispatcherConfig::for_session(
+        ctx.env.clone(),
+        ctx.agent_reach_home(),
+        session.sandbox_link(),
+    );
+    let dispatcher = match Dispatcher::new(registry, dispatcher_config) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            eprintln!("agent-reach serve: {e}");
+            return exit_code::INTERNAL;
+        }
+    };
+    if let Err(e) = &watchdog {
+        tracing::warn!(error = %e, "no watchdog: a crash of the server could leave processes behind");
+    }
+    let orphans = orphans::sweep();
+    if !orphans.is_empty() {
+        tracing::warn!(pids = ?orphans, "killed processes a crashed agent-reach left behind");
+    }
+    let config = ServeConfig {
+        root,
+        home: ctx.agent_reach_home(),
+        env: ctx.env.clone(),
+        path_dir: session.path_dir().to_path_buf(),
+        max_sessions: usize::try_from(args.max_sessions).unwrap_or(64),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("agent-reach-serve")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("agent-reach serve: cannot start the async runtime: {e}");
+            return exit_code::INTERNAL;
+        }
+    };
+    let code = runtime.block_on(serve(config, args, dispatcher));
+    runtime.shutdown_timeout(RUNTIME_STOP);
+    drop(session);
+    drop(watchdog);
+    code
+}
+
+fn resolve_root(args: &ServeArgs, ctx: &ProcessContext) -> Result<PathBuf, String> {
+    let given = match &args.root {
+        Some(root) => match ctx.cwd() {
+            Ok(cwd) => cwd.join(root),
+            Err(_) => root.clone(),
+        },
+        None => ctx.cwd().map_err(|e| e.to_string())?.to_path_buf(),
+    };
+    let root = given
+        .canonicalize()
+        .map_err(|e| format!("--root {}: {e}", given.display()))?;
+    if !root.is_dir() {
+        return Err(format!("--root {} is not a directory", root.display()));
+    }
+    Ok(root)
+}
+
+/// Serves on stdio; returns the exit code once every session is killed.
+async fn serve(config: ServeConfig, args: ServeArgs, dispatcher: Arc<Dispatcher>) -> i32 {
+    let metrics = Arc::new(Metrics::default());
+    let server = AgentReachServer::new(config, metrics.clone(), Some(dispatcher));
+    if let Some(addr) = args.metrics_addr {
+        let server = server.clone();
+        match metrics::serve(addr, move || metrics.render(server.live_sessions())).await {
+            Ok(task) => {
+                tokio::spawn(task);
+            }
+            Err(e) => {
+                eprintln!("agent-reach serve: --metrics-addr {addr}: {e}");
+                return exit_code::USAGE;
+            }
+        }
+    }
+    let (mut term, mut int, mut hup) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
+        _ => {
+            eprintln!("agent-reach serve: cannot install signal handlers");
+            return exit_code::INTERNAL;
+        }
+    };
+    let stdio = match transport::take_stdio() {
+        Ok(stdio) => stdio,
+        Err(e) => {
+            eprintln!("agent-reach serve: cannot use stdin/stdout: {e}");
+            return exit_code::INTERNAL;
+        }
+    };
+    tracing::info!(pid = std::process::id(), "serving MCP on stdio");
+    let code = tokio::select! {
+        code = run_protocol(server.clone(), stdio) => code,
+        _ = term.recv() => exit_code::for_signal(libc::SIGTERM),
+        _ = int.recv() => exit_code::for_signal(libc::SIGINT),
+        _ = hup.recv() => exit_code::for_signal(libc::SIGHUP),
+    };
+    server.shutdown().await;
+    tracing::info!(code, "stopped; every session was killed");
+    code
+}
+
+async fn run_protocol(
+    server: AgentReachServer,
+    (reader, writer): (transport::ProtocolReader, transport::ProtocolWriter),
+) -> i32 {
+    let service = match server.serve((reader, writer)).await {
+        Ok(service) => service,
+        Err(e) => {
+            tracing::warn!(error = %e, "the client went away before the MCP handshake ended");
+            return exit_code::SUCCESS;
+        }
+    };
+    match service.waiting().await {
+        Ok(reason) => {
+            tracing::info!(?reason, "client closed the connection");
+            exit_code::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the MCP service failed");
+            exit_code::INTERNAL
+        }
+    }
+}

@@ -11,3 +11,4 @@ mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
 mod scheduler;
+mod serve;

@@ -1,0 +1,84 @@
+//! Structured logs: JSON lines on stderr or `--log-file`, never on stdout
+//! (stdout is the protocol). One event per execution, with the fields an
+//! operator needs to tell what ran, where, for how long and how it ended.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tracing_subscriber::EnvFilter;
+
+/// The environment variable that overrides the log filter (`info` by default).
+pub const LOG_FILTER_VAR: &str = "AGENT_REACH_LOG";
+
+/// The log file could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open log file {}: {source}", path.display())]
+pub struct LogFileError {
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+/// Installs the JSON subscriber. `filter` is `$AGENT_REACH_LOG` if set; the
+/// SDK's own chatter is kept at `warn` unless the filter names it.
+pub fn init(log_file: Option<&Path>, filter: Option<&str>) -> Result<(), LogFileError> {
+    let filter = EnvFilter::try_new(filter.unwrap_or("info,rmcp=warn"))
+        .unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let builder = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_ansi(false);
+    // A second init (tests in one process) keeps the first subscriber.
+    match log_file {
+        Some(path) => {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| LogFileError {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            let _ = builder.with_writer(Mutex::new(file)).try_init();
+        }
+        None => {
+            let _ = builder.with_writer(std::io::stderr).try_init();
+        }
+    }
+    Ok(())
+}
+
+/// One execution, as the log records it.
+#[derive(Debug, Clone)]
+pub struct ExecutionEvent<'a> {
+    pub tool: &'a str,
+    pub argv: &'a [String],
+    pub cwd: &'a Path,
+    pub duration: Duration,
+    pub session_id: Option<u64>,
+    /// `exited`, `running`, `matched`, `awaiting_input`, `killed`, `error`.
+    pub state: &'a str,
+    pub exit_code: Option<i32>,
+    pub bytes_out: u64,
+    pub truncated: bool,
+}
+
+/// Writes one execution event.
+pub fn execution(event: &ExecutionEvent<'_>) {
+    tracing::info!(
+        target: "agent_reach::execution",
+        tool = event.tool,
+        argv = ?event.argv,
+        cwd = %event.cwd.display(),
+        duration_ms = event.duration.as_millis() as u64,
+        session_id = event.session_id,
+        state = event.state,
+        exit_code = event.exit_code,
+        bytes_out = event.bytes_out,
+        truncated = event.truncated,
+        "execution"
+    );
+}

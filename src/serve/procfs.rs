@@ -1,0 +1,316 @@
+//! What `/proc` says about a session's processes: which of them are blocked
+//! reading the terminal (a prompt waiting for an answer), and which TCP ports
+//! they listen on.
+//!
+//! Parsing is pure (unit-tested on sample text); reading is a thin edge that
+//! treats any unreadable file as "nothing to say", since processes come and go
+//! between two reads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The fields of `/proc/<pid>/stat` this module needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: i32,
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub session: i32,
+    /// The foreground process group of the controlling terminal, -1 if none.
+    pub tpgid: i32,
+}
+
+/// Parses one `/proc/<pid>/stat` line. The command name is in parentheses
+/// and may itself contain spaces and parentheses, so fields are counted from
+/// the last `)`.
+pub fn parse_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text.get(..open)?.trim().parse().ok()?;
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state); field N is rest[N - 3].
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<i32>().ok());
+    Some(ProcStat {
+        pid,
+        state: rest.first()?.chars().next()?,
+        ppid: field(4)?,
+        pgrp: field(5)?,
+        session: field(6)?,
+        tpgid: field(8)?,
+    })
+}
+
+/// Whether a process is blocked reading a terminal, from its kernel wait
+/// channel (`n_tty_read`) or its current system call (`read`/`readv` on an
+/// fd that `is_tty_fd` says is a terminal). Waiting in `poll`/`select` does
+/// not count: a server on a PTY polls its sockets with a terminal on fd 0,
+/// and calling that a prompt would end a `wait_for` before the ready line.
+pub fn is_terminal_read(wchan: &str, syscall: &str, is_tty_fd: impl Fn(u64) -> bool) -> bool {
+    if wchan.trim() == "n_tty_read" {
+        return true;
+    }
+    let mut fields = syscall.split_ascii_whitespace();
+    let number = fields.next().and_then(|n| n.parse::<i64>().ok());
+    let fd = fields
+        .next()
+        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
+    number.is_some_and(|n| n == libc::SYS_read || n == libc::SYS_readv) && fd.is_some_and(is_tty_fd)
+}
+
+/// A listening socket from `/proc/net/tcp{,6}`: its inode and port.
+pub fn parse_listening(table: &str) -> Vec<(u64, u16)> {
+    const LISTEN: &str = "0A";
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            let local = cols.get(1)?;
+            if *cols.get(3)? != LISTEN {
+                return None;
+            }
+            let port = u16::from_str_radix(local.rsplit(':').next()?, 16).ok()?;
+            let inode = cols.get(9)?.parse().ok()?;
+            Some((inode, port))
+        })
+        .collect()
+}
+
+/// The socket inode of an fd link target like `socket:[12345]`.
+pub fn socket_inode(link: &Path) -> Option<u64> {
+    link.to_str()?
+        .strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+/// The pids in `stats` that belong to a command: descendants of `root` or
+/// members of its process group, plus `tagged` (found by environment tag,
+/// which catches daemons that double-forked away from both).
+pub fn family(stats: &[ProcStat], root: i32, tagged: &BTreeSet<i32>) -> BTreeSet<i32> {
+    let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for s in stats {
+        children.entry(s.ppid).or_default().push(s.pid);
+    }
+    let mut found: BTreeSet<i32> = stats
+        .iter()
+        .filter(|s| s.pid == root || s.pgrp == root || tagged.contains(&s.pid))
+        .map(|s| s.pid)
+        .collect();
+    let mut todo: Vec<i32> = found.iter().copied().collect();
+    while let Some(pid) = todo.pop() {
+        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
+            if found.insert(child) {
+                todo.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// Reads `/proc`.
+#[derive(Debug, Clone)]
+pub struct Procfs {
+    root: PathBuf,
+}
+
+impl Default for Procfs {
+    fn default() -> Self {
+        Self {
+            root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+impl Procfs {
+    /// One process's stat, if it still exists.
+    pub fn stat(&self, pid: i32) -> Option<ProcStat> {
+        parse_stat(&fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?)
+    }
+
+    /// Every process's stat.
+    pub fn all_stats(&self) -> Vec<ProcStat> {
+        self.pids()
+            .into_iter()
+            .filter_map(|p| self.stat(p))
+            .collect()
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        fs::read_dir(&self.root)
+            .map(|dir| {
+                dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Pids whose environment holds `AGENT_REACH_SESSION=<tag>` exactly.
+    pub fn tagged(&self, tag: &str) -> BTreeSet<i32> {
+        let needle = format!("AGENT_REACH_SESSION={tag}");
+        self.pids()
+            .into_iter()
+            .filter(|pid| {
+                fs::read(self.root.join(pid.to_string()).join("environ"))
+                    .map(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    /// Whether a process of the foreground group `pgrp` of a terminal is
+    /// blocked reading it (a prompt waiting for an answer).
+    pub fn group_reads_terminal(&self, pgrp: i32) -> bool {
+        self.all_stats()
+            .iter()
+            .filter(|s| s.pgrp == pgrp && s.state == 'S')
+            .any(|s| self.reads_terminal(s.pid))
+    }
+
+    /// The foreground process group of `leader`'s controlling terminal.
+    pub fn terminal_foreground(&self, leader: i32) -> Option<i32> {
+        self.stat(leader).map(|s| s.tpgid).filter(|&g| g > 0)
+    }
+
+    fn reads_terminal(&self, pid: i32) -> bool {
+        let dir = self.root.join(pid.to_string());
+        let wchan = fs::read_to_string(dir.join("wchan")).unwrap_or_default();
+        let syscall = fs::read_to_string(dir.join("syscall")).unwrap_or_default();
+        is_terminal_read(&wchan, &syscall, |fd| {
+            fs::read_link(dir.join("fd").join(fd.to_string()))
+                .map(|t| {
+                    let t = t.to_string_lossy();
+                    t.starts_with("/dev/pts/") || t == "/dev/tty" || t.starts_with("/dev/tty")
+                })
+                .unwrap_or(false)
+        })
+    }
+
+    /// The TCP ports (v4 and v6) that any of `pids` listens on, sorted.
+    pub fn listening_ports(&self, pids: &BTreeSet<i32>) -> Vec<u16> {
+        let Some(first) = pids.first() else {
+            return Vec::new();
+        };
+        let net = self.root.join(first.to_string()).join("net");
+        let mut by_inode: BTreeMap<u64, u16> = BTreeMap::new();
+        for table in ["tcp", "tcp6"] {
+            let text = fs::read_to_string(net.join(table)).unwrap_or_default();
+            by_inode.extend(parse_listening(&text));
+        }
+        if by_inode.is_empty() {
+            return Vec::new();
+        }
+        let mut ports = BTreeSet::new();
+        for pid in pids {
+            let Ok(fds) = fs::read_dir(self.root.join(pid.to_string()).join("fd")) else {
+                continue;
+            };
+            for fd in fds.flatten() {
+                if let Some(port) = fs::read_link(fd.path())
+                    .ok()
+                    .and_then(|l| socket_inode(&l))
+                    .and_then(|i| by_inode.get(&i))
+                {
+                    ports.insert(*port);
+                }
+            }
+        }
+        ports.into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_odd_command_name_parses() {
+        let s = parse_stat("4242 (my (odd) cmd) S 4000 4242 3999 34817 4242 4194304 0 0").unwrap();
+        assert_eq!(
+            s,
+            ProcStat {
+                pid: 4242,
+                state: 'S',
+                ppid: 4000,
+                pgrp: 4242,
+                session: 3999,
+                tpgid: 4242,
+            }
+        );
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn terminal_reads_are_recognised() {
+        let tty = |fd: u64| fd == 0 || fd == 5;
+        let read = libc::SYS_read;
+        assert!(is_terminal_read("n_tty_read\n", "", tty));
+        assert!(is_terminal_read(
+            "wait_woken",
+            &format!("{read} 0x0 0x55d0 0x1 0x0"),
+            tty
+        ));
+        assert!(is_terminal_read(
+            "wait_woken",
+            &format!("{read} 0x5 0x55d0 0x1 0x0"),
+            tty
+        ));
+        assert!(!is_terminal_read(
+            "wait_woken",
+            &format!("{read} 0x3 0x55d0 0x1 0x0"),
+            tty
+        ));
+        let poll = libc::SYS_ppoll;
+        assert!(!is_terminal_read(
+            "do_sys_poll",
+            &format!("{poll} 0x7ffd 0x2 0x0"),
+            tty
+        ));
+        assert!(!is_terminal_read("", "running", tty));
+    }
+
+    #[test]
+    fn listening_sockets_are_read_from_the_tcp_table() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:0BB8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5551 1 0000000000000000 100 0 0 10 0\n   1: 0100007F:0BB9 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 5552 1 0000000000000000 100 0 0 10 0\n";
+        assert_eq!(parse_listening(table), vec![(5551, 3000)]);
+        assert_eq!(socket_inode(Path::new("socket:[5551]")), Some(5551));
+        assert_eq!(socket_inode(Path::new("pipe:[5551]")), None);
+    }
+
+    fn st(pid: i32, ppid: i32, pgrp: i32) -> ProcStat {
+        ProcStat {
+            pid,
+            state: 'S',
+            ppid,
+            pgrp,
+            session: 1,
+            tpgid: -1,
+        }
+    }
+
+    #[test]
+    fn family_follows_children_group_and_tags() {
+        let stats = [
+            st(10, 1, 10),
+            st(11, 10, 10),
+            st(12, 11, 12),
+            st(13, 1, 13),
+            st(14, 13, 13),
+            st(20, 1, 20),
+        ];
+        let tagged = BTreeSet::from([13]);
+        let fam = family(&stats, 10, &tagged);
+        assert_eq!(fam, BTreeSet::from([10, 11, 12, 13, 14]));
+    }
+
+    #[test]
+    fn our_own_listening_socket_is_found() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let me = BTreeSet::from([std::process::id() as i32]);
+        assert!(Procfs::default().listening_ports(&me).contains(&port));
+    }
+}

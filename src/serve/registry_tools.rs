@@ -1,0 +1,179 @@
+//! The registry's tools as MCP tools: one MCP tool per registry tool, its
+//! parameters as the input schema, its result as the normalized JSON.
+//!
+//! The dispatcher does the work (validation, policy, scheduling, secrets,
+//! the engine); this module only translates between MCP and it. A registry
+//! tool whose name a built-in tool already has is left out (and logged),
+//! since the built-ins are what agents rely on.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use serde_json::{Map, Value};
+
+use super::logging::{self, ExecutionEvent};
+use crate::registry::{Dispatcher, Request};
+use crate::result::Status;
+
+/// Request-level fields a call may carry next to the tool's parameters.
+const REQUEST_FIELDS: [&str; 2] = ["approve", "max_output_tokens"];
+
+/// The registry tools served over MCP.
+pub struct RegistryTools {
+    dispatcher: Arc<Dispatcher>,
+    tools: Vec<Tool>,
+}
+
+impl RegistryTools {
+    /// The available tools of the dispatcher's registry, minus those whose
+    /// names are in `taken`.
+    pub fn new(dispatcher: Arc<Dispatcher>, taken: &[&str]) -> Self {
+        let mut tools = Vec::new();
+        for spec in dispatcher.registry().tools() {
+            if taken.contains(&spec.name()) {
+                tracing::warn!(
+                    tool = spec.name(),
+                    "registry tool not served: a built-in tool has its name"
+                );
+                continue;
+            }
+            let mut schema = match spec.input_schema() {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
+            add_request_fields(&mut schema, spec.params.iter().map(|p| p.name.as_str()));
+            tools.push(super::tools::raw_tool(
+                spec.name().to_owned(),
+                spec.description(),
+                schema,
+            ));
+        }
+        Self { dispatcher, tools }
+    }
+
+    /// `text` with every secret the registry knows replaced (for logs).
+    pub fn redact(&self, text: &str) -> String {
+        self.dispatcher.redact(text)
+    }
+
+    /// The MCP tool definitions.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// Whether `name` is one of them.
+    pub fn serves(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t.name == name)
+    }
+
+    /// Runs one call; the result is the normalized JSON, as text and as
+    /// structured content. Refusals and agent-reach failures are tool errors.
+    pub async fn call(&self, name: &str, args: Option<Map<String, Value>>) -> CallToolResult {
+        let started = Instant::now();
+        let mut args = args.unwrap_or_default();
+        let declared = |field: &str| {
+            self.dispatcher
+                .registry()
+                .tool(name)
+                .is_some_and(|t| t.params.iter().any(|p| p.name == field))
+        };
+        let approve = if declared("approve") {
+            None
+        } else {
+            args.remove("approve")
+        };
+        let max_tokens = if declared("max_output_tokens") {
+            None
+        } else {
+            args.remove("max_output_tokens")
+        };
+        let logged_args = self
+            .dispatcher
+            .redact(&Value::Object(args.clone()).to_string());
+        let mut request = Request::for_tool(None, name, args);
+        request.approve = approve.and_then(|v| v.as_bool()).unwrap_or(false);
+        request.max_output_tokens = max_tokens
+            .and_then(|v| v.as_u64())
+            .and_then(|v| usize::try_from(v).ok());
+        let result = self.dispatcher.handle(request).await;
+        logging::execution(&ExecutionEvent {
+            tool: name,
+            argv: &[logged_args],
+            cwd: &self.dispatcher.registry().root,
+            duration: started.elapsed(),
+            session_id: None,
+            state: status_name(result.status),
+            exit_code: result.exit_code,
+            bytes_out: result.original_bytes.stdout + result.original_bytes.stderr,
+            truncated: result.truncated,
+        });
+        let value = serde_json::to_value(&result).unwrap_or(Value::Null);
+        let failed = matches!(
+            result.status,
+            Status::Rejected | Status::Busy | Status::Error
+        );
+        let mut call = if failed {
+            CallToolResult::error(vec![ContentBlock::text(value.to_string())])
+        } else {
+            CallToolResult::success(vec![ContentBlock::text(value.to_string())])
+        };
+        call.structured_content = Some(value);
+        call
+    }
+}
+
+/// Adds `approve` and `max_output_tokens` to a tool's schema where the tool
+/// has no parameter of that name, so a client that validates arguments
+/// against the schema lets them through.
+fn add_request_fields<'a>(schema: &mut Map<String, Value>, params: impl Iterator<Item = &'a str>) {
+    let params: Vec<&str> = params.collect();
+    let Some(Value::Object(properties)) = schema.get_mut("properties") else {
+        return;
+    };
+    for field in REQUEST_FIELDS {
+        if params.contains(&field) {
+            continue;
+        }
+        let property = match field {
+            "approve" => serde_json::json!({
+                "type": "boolean",
+                "description": "Confirm a risky tool call (the registry says which tools need it)."
+            }),
+            _ => serde_json::json!({
+                "type": "integer",
+                "minimum": 1,
+                "description": "Fold the output to about this many tokens (default 10000)."
+            }),
+        };
+        properties.insert(field.to_owned(), property);
+    }
+}
+
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Success => "success",
+        Status::Failure => "failure",
+        Status::Timeout => "timeout",
+        Status::Rejected => "rejected",
+        Status::Busy => "busy",
+        Status::Error => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_fields_are_added_unless_the_tool_declares_them() {
+        let mut schema =
+            serde_json::json!({"type": "object", "properties": {"approve": {"type": "string"}}})
+                .as_object()
+                .cloned()
+                .unwrap();
+        add_request_fields(&mut schema, ["approve"].into_iter());
+        assert_eq!(schema["properties"]["approve"]["type"], "string");
+        assert_eq!(schema["properties"]["max_output_tokens"]["type"], "integer");
+    }
+}

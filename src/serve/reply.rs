@@ -1,0 +1,144 @@
+//! The reply of `exec_command` and `write_stdin`: the contract's text block
+//! and the same fields as structured content, built from plain values.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Why the wait of a call ended, as the reply names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyState {
+    /// The command ended; the reply carries its exit code.
+    Exited,
+    /// The yield ran out; the command keeps running as a session.
+    Running,
+    /// `wait_for` matched the new output.
+    Matched,
+    /// On a PTY, the foreground process is blocked reading the terminal.
+    AwaitingInput,
+}
+
+/// Everything a reply says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reply {
+    pub wall_time_seconds: f64,
+    pub exit_code: Option<i32>,
+    pub session_id: Option<u64>,
+    pub state: ReplyState,
+    pub original_token_count: u64,
+    pub output: String,
+    pub truncated: bool,
+    pub full_output_path: Option<String>,
+    /// Things the caller must know that are not about this command, such as
+    /// a session pruned to make room. Omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Reply {
+    /// The wall time as the reply spells it.
+    pub fn wall_time(elapsed: Duration) -> f64 {
+        (elapsed.as_secs_f64() * 10_000.0).round() / 10_000.0
+    }
+
+    /// The contract's text form.
+    pub fn to_text(&self) -> String {
+        let mut text = format!("Wall time: {:.4} seconds\n", self.wall_time_seconds);
+        match (self.state, self.exit_code, self.session_id) {
+            (ReplyState::Exited, code, _) => {
+                text.push_str(&format!(
+                    "Process exited with code {}\n",
+                    code.unwrap_or(-1)
+                ));
+            }
+            (_, _, id) => {
+                text.push_str(&format!(
+                    "Process running with session ID {}\n",
+                    id.unwrap_or_default()
+                ));
+            }
+        }
+        if self.state == ReplyState::AwaitingInput {
+            text.push_str("Process is waiting for input\n");
+        }
+        for note in &self.notes {
+            text.push_str(&format!("Note: {note}\n"));
+        }
+        text.push_str(&format!(
+            "Original token count: {}\nOutput:\n",
+            self.original_token_count
+        ));
+        text.push_str(&self.output);
+        text
+    }
+
+    /// The structured content: the same fields as a JSON object.
+    pub fn to_structured(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(state: ReplyState) -> Reply {
+        Reply {
+            wall_time_seconds: Reply::wall_time(Duration::from_micros(12_345)),
+            exit_code: (state == ReplyState::Exited).then_some(0),
+            session_id: (state != ReplyState::Exited).then_some(3),
+            state,
+            original_token_count: 57,
+            output: "hello\n".into(),
+            truncated: false,
+            full_output_path: None,
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn exited_reply_has_the_contract_block() {
+        assert_eq!(
+            reply(ReplyState::Exited).to_text(),
+            "Wall time: 0.0123 seconds\nProcess exited with code 0\nOriginal token count: 57\nOutput:\nhello\n"
+        );
+    }
+
+    #[test]
+    fn awaiting_input_adds_its_line() {
+        let text = reply(ReplyState::AwaitingInput).to_text();
+        assert_eq!(
+            text,
+            "Wall time: 0.0123 seconds\nProcess running with session ID 3\nProcess is waiting for input\nOriginal token count: 57\nOutput:\nhello\n"
+        );
+    }
+
+    #[test]
+    fn structured_content_names_the_contract_fields() {
+        let mut r = reply(ReplyState::Matched);
+        let v = r.to_structured();
+        assert_eq!(v["state"], "matched");
+        assert_eq!(v["session_id"], 3);
+        assert!(v["exit_code"].is_null());
+        assert_eq!(v["wall_time_seconds"], 0.0123);
+        for field in [
+            "original_token_count",
+            "output",
+            "truncated",
+            "full_output_path",
+        ] {
+            assert!(v.get(field).is_some(), "{field}");
+        }
+        assert!(v.get("notes").is_none());
+        r.notes.push("session 1 (sleep 100) was killed".into());
+        assert!(
+            r.to_text()
+                .contains("Note: session 1 (sleep 100) was killed\n")
+        );
+        assert_eq!(
+            r.to_structured()["notes"][0],
+            "session 1 (sleep 100) was killed"
+        );
+    }
+}

@@ -1,0 +1,699 @@
+//! The MCP server: rmcp's [`ServerHandler`] over the session table.
+//!
+//! Every call is parsed into a validated request first ([`super::params`]);
+//! a bad argument or a failed start is a tool error with one clear line,
+//! never a crash of the server. Waiting calls send progress notifications
+//! when the client gave a progress token, and stop waiting (leaving the
+//! process running as a session) when the client cancels.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::de::DeserializeOwned;
+
+use super::logging::{self, ExecutionEvent};
+use super::metrics::Metrics;
+use super::params::{self, ExecRequest, PollRequest};
+use super::procfs::{self, Procfs};
+use super::registry_tools::RegistryTools;
+use super::reply::{Reply, ReplyState};
+use super::session::{self, Session, WaitOutcome};
+use super::table::{Lookup, SessionTable};
+use super::tools;
+use crate::exec::{Execution, RenderOptions, Rendered, SpawnSpec};
+
+/// How often a waiting call sends a progress notification.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// How long `apply_patch` may take before it is killed.
+const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the server needs from its start: where commands run, with what.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// `--root`: the default working directory.
+    pub root: PathBuf,
+    /// `$AGENT_REACH_HOME` (spill files).
+    pub home: PathBuf,
+    /// Our environment (PATH already has the session directory first).
+    pub env: BTreeMap<OsString, OsString>,
+    /// The session PATH directory (the `apply_patch` and sandbox links).
+    pub path_dir: PathBuf,
+    /// `--max-sessions`.
+    pub max_sessions: usize,
+}
+
+/// The MCP server; cheap to clone (one per connection shares the table).
+#[derive(Clone)]
+pub struct AgentReachServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ServeConfig,
+    table: Mutex<SessionTable<Session>>,
+    tools: Vec<Tool>,
+    registry: Option<RegistryTools>,
+    metrics: Arc<Metrics>,
+}
+
+/// The tool-level failure of a call: shown to the model as one line.
+struct ToolFailure(String);
+
+impl<E: std::fmt::Display> From<E> for ToolFailure {
+    fn from(e: E) -> Self {
+        ToolFailure(e.to_string())
+    }
+}
+
+type ToolResult = Result<CallToolResult, ToolFailure>;
+
+impl AgentReachServer {
+    /// A server with the built-in tools and, when given, the registry's.
+    pub fn new(
+        config: ServeConfig,
+        metrics: Arc<Metrics>,
+        registry: Option<Arc<crate::registry::Dispatcher>>,
+    ) -> Self {
+        let table = Mutex::new(SessionTable::new(config.max_sessions));
+        let mut all_tools = tools::builtin_tools();
+        let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
+        let registry = registry.map(|d| RegistryTools::new(d, &builtin));
+        if let Some(registry) = &registry {
+            all_tools.extend(registry.tools().iter().cloned());
+        }
+        Self {
+            inner: Arc::new(Inner {
+                config,
+                table,
+                tools: all_tools,
+                registry,
+                metrics,
+            }),
+        }
+    }
+
+    fn table(&self) -> MutexGuard<'_, SessionTable<Session>> {
+        // A panic while holding the lock leaves consistent data behind: the
+        // table's operations do not unwind half-way.
+        self.inner
+            .table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Kills every session (escapees included) and waits for them, bounded
+    /// by the engine's grace and drain. Called on stdin EOF and signals.
+    pub async fn shutdown(&self) {
+        let sessions = self.table().drain();
+        let mut kills = tokio::task::JoinSet::new();
+        for (id, s) in sessions {
+            kills.spawn(async move {
+                let report = s.exec.terminate().await;
+                tracing::info!(session_id = id, survivors = ?report.survivors, "session killed at shutdown");
+            });
+        }
+        while kills.join_next().await.is_some() {}
+    }
+
+    /// The number of live sessions.
+    pub fn live_sessions(&self) -> usize {
+        self.table().live().len()
+    }
+
+    async fn exec_command(&self, args: JsonArgs, ctx: &RequestContext<RoleServer>) -> ToolResult {
+        let started = Instant::now();
+        let p: params::ExecCommandParams = parse(args)?;
+        let shell = self
+            .inner
+            .config
+            .env
+            .get(std::ffi::OsStr::new("SHELL"))
+            .and_then(|s| s.to_str());
+        let req = params::exec_request(p, shell, &self.inner.config.root)?;
+        let exec = self.spawn(&req).map_err(|e| {
+            self.log(&req, started, None, "error", None, 0, false);
+            ToolFailure(e.to_string())
+        })?;
+        let session = Arc::new(Session::new(exec, req.cmd.clone(), req.tty));
+        let (id, pruned) = self.table().insert(session.clone());
+        self.kill_pruned(pruned);
+        let until = started + req.yield_time;
+        let outcome = self
+            .wait_with_progress(&session, until, req.wait_for.as_ref(), ctx)
+            .await;
+        let reply = self
+            .reply(id, &session, outcome, req.max_output_tokens, started)
+            .await;
+        self.log(
+            &req,
+            started,
+            (reply.state != ReplyState::Exited).then_some(id),
+            state_name(reply.state),
+            reply.exit_code,
+            reply.original_token_count * 4,
+            reply.truncated,
+        );
+        Ok(reply_result(&reply))
+    }
+
+    fn spawn(&self, req: &ExecRequest) -> Result<Execution, crate::exec::ExecError> {
+        let cfg = &self.inner.config;
+        let tag = crate::exec::new_session_tag();
+        let env = crate::exec::env::child_env(&cfg.env, &[], &session_env(&cfg.env), req.tty, &tag);
+        let argv = req.argv.iter().map(OsString::from).collect();
+        let mut spec = SpawnSpec::new(argv, req.workdir.clone(), env, cfg.home.clone());
+        spec.tty = req.tty;
+        spec.timeout = req.timeout;
+        spec.session_tag = tag;
+        spec.merge_output = true;
+        if let Some(policy) = &req.sandbox {
+            let policy = policy.parse::<crate::sandbox::Policy>().unwrap_or_default();
+            let sandbox = crate::sandbox::SandboxSpec {
+                policy,
+                ..Default::default()
+            };
+            spec.wrapper = sandbox.wrapper_argv(
+                &cfg.path_dir.join("agent-reach-sandbox"),
+                &req.workdir,
+                None,
+            );
+        }
+        Execution::spawn(spec)
+    }
+
+    fn kill_pruned(&self, pruned: Vec<(u64, Arc<Session>)>) {
+        for (id, session) in pruned {
+            let max = self.inner.config.max_sessions;
+            let how = format!(
+                "was killed to make room (at most {max} sessions; exited and least recently used ones go first)"
+            );
+            {
+                let mut table = self.table();
+                table.remember(id, how.clone());
+                table.note(format!("session {id} ({}) {how}", session.command));
+            }
+            tokio::spawn(async move {
+                session.exec.terminate().await;
+            });
+        }
+    }
+
+    async fn wait_with_progress(
+        &self,
+        session: &Session,
+        until: Instant,
+        wait_for: Option<&regex::Regex>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> WaitOutcome {
+        let token = ctx.meta.get_progress_token();
+        let peer = ctx.peer.clone();
+        let started = Instant::now();
+        let mut last_sent = started;
+        let total = until.saturating_duration_since(started).as_secs_f64();
+        session.touch();
+        let outcome = session
+            .wait(until, wait_for, &ctx.ct, || {
+                let Some(token) = &token else { return };
+                if last_sent.elapsed() < PROGRESS_EVERY {
+                    return;
+                }
+                last_sent = Instant::now();
+                let elapsed = started.elapsed().as_secs_f64();
+                let note = ProgressNotificationParam::new(token.clone(), elapsed.floor())
+                    .with_total(total.ceil())
+                    .with_message(format!("waited {elapsed:.0}s for the command"));
+                let peer = peer.clone();
+                tokio::spawn(async move {
+                    let _ = peer.notify_progress(note).await;
+                });
+            })
+            .await;
+        session.touch();
+        outcome
+    }
+
+    /// Builds the reply after a wait: output not returned before, and, when
+    /// the command is over, its exit code (the session then ends).
+    async fn reply(
+        &self,
+        id: u64,
+        session: &Session,
+        outcome: WaitOutcome,
+        max_output_tokens: usize,
+        started: Instant,
+    ) -> Reply {
+        let exit = if outcome == WaitOutcome::Exited || session.exec.exit_info().is_some() {
+            // Whatever the command left behind dies now; its output is drained.
+            session.exec.terminate().await;
+            session.exec.exit_info()
+        } else {
+            None
+        };
+        let rendered = session.exec.take_output(&RenderOptions {
+            max_output_tokens,
+            keep_color: false,
+        });
+        session.count_taken(rendered.original_bytes);
+        let state = match &exit {
+            Some(_) => ReplyState::Exited,
+            None => outcome.reply_state(),
+        };
+        let exit_code = exit.as_ref().map(session::exit_code_of);
+        if let Some(code) = exit_code {
+            self.table().end(id, format!("ended with code {code}"));
+        }
+        let notes = self.table().take_notes();
+        Reply {
+            wall_time_seconds: Reply::wall_time(started.elapsed()),
+            exit_code,
+            session_id: exit_code.is_none().then_some(id),
+            state,
+            original_token_count: rendered.original_token_count,
+            full_output_path: full_output_path(&session.exec, &rendered),
+            output: rendered.text,
+            truncated: rendered.truncated,
+            notes,
+        }
+    }
+
+    async fn write_stdin(&self, args: JsonArgs, ctx: &RequestContext<RoleServer>) -> ToolResult {
+        let started = Instant::now();
+        let p: params::WriteStdinParams = parse(args)?;
+        let req: PollRequest = params::poll_request(p)?;
+        let id = req.session_id;
+        let session = self.live_session(id, !req.chars.is_empty())?;
+        let mut write_note = None;
+        if !req.chars.is_empty() {
+            if session.exec.exit_info().is_some() {
+                write_note = Some(format!(
+                    "nothing was written: the process of session {id} had already exited"
+                ));
+            } else if !session.tty {
+                return Err(ToolFailure(format!(
+                    "session {id} runs on pipes and its stdin is closed, so nothing can be typed into it; start the command with exec_command and tty: true to write to it"
+                )));
+            } else {
+                session.exec.write_stdin(req.chars.as_bytes())?;
+            }
+        }
+        let until = started + req.yield_time;
+        let outcome = self
+            .wait_with_progress(&session, until, req.wait_for.as_ref(), ctx)
+            .await;
+        let mut reply = self
+            .reply(id, &session, outcome, req.max_output_tokens, started)
+            .await;
+        reply.notes.extend(write_note);
+        let argv = self.redact_all(std::slice::from_ref(&session.command));
+        logging::execution(&ExecutionEvent {
+            tool: tools::WRITE_STDIN,
+            argv: &argv,
+            cwd: &self.inner.config.root,
+            duration: started.elapsed(),
+            session_id: Some(id),
+            state: state_name(reply.state),
+            exit_code: reply.exit_code,
+            bytes_out: reply.original_token_count * 4,
+            truncated: reply.truncated,
+        });
+        Ok(reply_result(&reply))
+    }
+
+    /// The live session `id`, or the one-line answer saying what became of it.
+    fn live_session(&self, id: u64, writing: bool) -> Result<Arc<Session>, ToolFailure> {
+        let nothing_written = if writing { "; nothing was written" } else { "" };
+        match self.table().get(id) {
+            Lookup::Live(s) => Ok(s),
+            Lookup::Ended(how) => Err(ToolFailure(format!("session {id} {how}{nothing_written}"))),
+            Lookup::Unknown => Err(ToolFailure(format!(
+                "no session {id}{nothing_written}; list_sessions shows the running ones"
+            ))),
+        }
+    }
+
+    async fn kill_session(&self, args: JsonArgs) -> ToolResult {
+        let started = Instant::now();
+        let p: params::KillSessionParams = parse(args)?;
+        let id = p.session_id;
+        let session = match self.table().get(id) {
+            Lookup::Live(s) => s,
+            Lookup::Ended(how) => {
+                return Ok(text_result(format!("session {id} already {how}")));
+            }
+            Lookup::Unknown => return Err(ToolFailure(format!("no session {id}"))),
+        };
+        let report = session.exec.terminate().await;
+        let exit_code = session.exec.exit_info().as_ref().map(session::exit_code_of);
+        let how = match exit_code {
+            Some(code) => format!("was killed (exit code {code})"),
+            None => "was killed".to_owned(),
+        };
+        self.table().end(id, how.clone());
+        let rendered = session.exec.take_output(&RenderOptions {
+            max_output_tokens: params::MAX_OUTPUT_TOKENS_DEFAULT,
+            keep_color: false,
+        });
+        let mut notes = self.table().take_notes();
+        if !report.survivors.is_empty() {
+            notes.push(format!(
+                "these processes could not be killed: {:?}",
+                report.survivors
+            ));
+        }
+        let reply = Reply {
+            wall_time_seconds: Reply::wall_time(started.elapsed()),
+            exit_code,
+            session_id: None,
+            state: ReplyState::Exited,
+            original_token_count: rendered.original_token_count,
+            full_output_path: full_output_path(&session.exec, &rendered),
+            output: rendered.text,
+            truncated: rendered.truncated,
+            notes,
+        };
+        let argv = self.redact_all(std::slice::from_ref(&session.command));
+        logging::execution(&ExecutionEvent {
+            tool: tools::KILL_SESSION,
+            argv: &argv,
+            cwd: &self.inner.config.root,
+            duration: started.elapsed(),
+            session_id: Some(id),
+            state: "killed",
+            exit_code,
+            bytes_out: reply.original_token_count * 4,
+            truncated: reply.truncated,
+        });
+        let mut result = reply_result(&reply);
+        result
+            .content
+            .insert(0, ContentBlock::text(format!("session {id} {how}")));
+        Ok(result)
+    }
+
+    async fn list_sessions(&self, args: JsonArgs) -> ToolResult {
+        let _: params::NoParams = parse(args)?;
+        let sessions = self.table().live();
+        let rows = tokio::task::spawn_blocking(move || session_rows(&sessions))
+            .await
+            .unwrap_or_default();
+        let text = if rows.is_empty() {
+            "no sessions".to_owned()
+        } else {
+            rows.iter()
+                .map(|r| {
+                    format!(
+                        "session {} [{}] pid {} age {:.0}s idle {:.0}s pending {} bytes ports {:?}: {}",
+                        r.session_id, state_label(r.state), r.pid, r.age_seconds, r.idle_seconds, r.bytes_pending, r.ports, r.command
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(serde_json::json!({ "sessions": rows }));
+        Ok(result)
+    }
+
+    async fn apply_patch(&self, args: JsonArgs) -> ToolResult {
+        let started = Instant::now();
+        let p: params::ApplyPatchParams = parse(args)?;
+        let cfg = &self.inner.config;
+        let workdir = params::resolve_workdir(p.workdir.as_deref(), &cfg.root);
+        let tag = crate::exec::new_session_tag();
+        let env = crate::exec::env::child_env(&cfg.env, &[], &[], false, &tag);
+        let argv = vec![
+            cfg.path_dir.join("apply_patch").into_os_string(),
+            p.input.into(),
+        ];
+        let mut spec = SpawnSpec::new(argv, workdir.clone(), env, cfg.home.clone());
+        spec.timeout = Some(APPLY_PATCH_TIMEOUT);
+        spec.session_tag = tag;
+        let exec = Execution::spawn(spec)?;
+        let done = exec
+            .finish(&RenderOptions {
+                max_output_tokens: params::MAX_OUTPUT_TOKENS_DEFAULT,
+                keep_color: false,
+            })
+            .await;
+        let code = session::exit_code_of(&done.exit);
+        logging::execution(&ExecutionEvent {
+            tool: tools::APPLY_PATCH,
+            argv: &["apply_patch".to_owned()],
+            cwd: &workdir,
+            duration: started.elapsed(),
+            session_id: None,
+            state: "exited",
+            exit_code: Some(code),
+            bytes_out: done.stdout.original_bytes + done.stderr.original_bytes,
+            truncated: done.truncated,
+        });
+        if code == 0 {
+            Ok(text_result(done.stdout.text))
+        } else {
+            let mut message = done.stderr.text.trim().to_owned();
+            if message.is_empty() {
+                message = done.stdout.text.trim().to_owned();
+            }
+            Err(ToolFailure(format!(
+                "apply_patch failed (exit {code}): {message}"
+            )))
+        }
+    }
+
+    /// `argv` with the registry's secrets replaced, for the log.
+    fn redact_all(&self, argv: &[String]) -> Vec<String> {
+        match &self.inner.registry {
+            Some(registry) => argv.iter().map(|a| registry.redact(a)).collect(),
+            None => argv.to_vec(),
+        }
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "one flat log event")]
+    fn log(
+        &self,
+        req: &ExecRequest,
+        started: Instant,
+        session_id: Option<u64>,
+        state: &str,
+        exit_code: Option<i32>,
+        bytes_out: u64,
+        truncated: bool,
+    ) {
+        let argv = self.redact_all(&req.argv);
+        logging::execution(&ExecutionEvent {
+            tool: tools::EXEC_COMMAND,
+            argv: &argv,
+            cwd: &req.workdir,
+            duration: started.elapsed(),
+            session_id,
+            state,
+            exit_code,
+            bytes_out,
+            truncated,
+        });
+    }
+}
+
+type JsonArgs = Option<serde_json::Map<String, serde_json::Value>>;
+
+/// Settings for session commands on top of the engine's environment: Python
+/// writes its output as it goes (on a pipe it would hold a dev server's
+/// "listening on" line in a buffer, and `wait_for` would never see it),
+/// unless the operator set `PYTHONUNBUFFERED` themselves.
+fn session_env(parent: &BTreeMap<OsString, OsString>) -> Vec<(OsString, OsString)> {
+    let mut set = Vec::new();
+    if !parent.contains_key(std::ffi::OsStr::new("PYTHONUNBUFFERED")) {
+        set.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    }
+    set
+}
+
+fn parse<T: DeserializeOwned>(args: JsonArgs) -> Result<T, ToolFailure> {
+    let value = serde_json::Value::Object(args.unwrap_or_default());
+    serde_json::from_value(value).map_err(|e| ToolFailure(format!("bad arguments: {e}")))
+}
+
+fn reply_result(reply: &Reply) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(reply.to_text())]);
+    result.structured_content = Some(reply.to_structured());
+    result
+}
+
+fn text_result(text: String) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn state_name(state: ReplyState) -> &'static str {
+    match state {
+        ReplyState::Exited => "exited",
+        ReplyState::Running => "running",
+        ReplyState::Matched => "matched",
+        ReplyState::AwaitingInput => "awaiting_input",
+    }
+}
+
+fn state_label(state: session::SessionState) -> &'static str {
+    match state {
+        session::SessionState::Active => "active",
+        session::SessionState::Idle => "idle",
+        session::SessionState::Exited => "exited",
+    }
+}
+
+/// One row of `list_sessions`.
+#[derive(Debug, Clone, serde::Serialize)]
+struct SessionRow {
+    session_id: u64,
+    command: String,
+    state: session::SessionState,
+    tty: bool,
+    pid: u32,
+    age_seconds: f64,
+    idle_seconds: f64,
+    bytes_pending: u64,
+    ports: Vec<u16>,
+}
+
+fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
+    let proc = Procfs::default();
+    let stats = proc.all_stats();
+    sessions
+        .iter()
+        .map(|(id, s)| {
+            let pid = s.exec.pid();
+            let tagged = proc.tagged(&s.exec.spec().session_tag);
+            let family = procfs::family(&stats, pid as i32, &tagged);
+            let last = s
+                .exec
+                .last_output_at()
+                .unwrap_or(s.started)
+                .max(s.last_call());
+            SessionRow {
+                session_id: *id,
+                command: s.command.clone(),
+                state: s.state(),
+                tty: s.tty,
+                pid,
+                age_seconds: round1(s.started.elapsed()),
+                idle_seconds: round1(last.elapsed()),
+                bytes_pending: pending_bytes(s),
+                ports: proc.listening_ports(&family),
+            }
+        })
+        .collect()
+}
+
+/// The spill file holding the whole output of a session, found by the
+/// name the engine gives it (`...-<session tag>-output.log` under
+/// `$AGENT_REACH_HOME/spill`). Only looked up when a reply was folded.
+fn full_output_path(exec: &Execution, rendered: &Rendered) -> Option<String> {
+    if !rendered.truncated {
+        return None;
+    }
+    spill_file(exec).map(|p| p.display().to_string())
+}
+
+fn spill_file(exec: &Execution) -> Option<PathBuf> {
+    let spec = exec.spec();
+    let suffix = format!("-{}-output.log", spec.session_tag);
+    std::fs::read_dir(spec.home.join("spill"))
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(&suffix))
+        })
+}
+
+/// Bytes of output that arrived and no reply has carried yet: what the
+/// spill file holds beyond what replies took (an estimate: the file holds
+/// the cleaned stream).
+fn pending_bytes(session: &Session) -> u64 {
+    spill_file(&session.exec)
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len().saturating_sub(session.taken_bytes()))
+}
+
+fn round1(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10.0).round() / 10.0
+}
+
+const INSTRUCTIONS: &str = "agent-reach runs commands for you. exec_command runs a shell command line and returns when it ends or its yield runs out (then it goes on as a session you poll or type into with write_stdin). Run servers in the foreground with wait_for; use tty for anything interactive. apply_patch edits files all or nothing.";
+
+impl ServerHandler for AgentReachServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "agent-reach",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.inner.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let name = request.name.to_string();
+        let args = request.arguments;
+        let result = match name.as_str() {
+            tools::EXEC_COMMAND => self.exec_command(args, &context).await,
+            tools::WRITE_STDIN => self.write_stdin(args, &context).await,
+            tools::LIST_SESSIONS => self.list_sessions(args).await,
+            tools::KILL_SESSION => self.kill_session(args).await,
+            tools::APPLY_PATCH => self.apply_patch(args).await,
+            other
+                if self
+                    .inner
+                    .registry
+                    .as_ref()
+                    .is_some_and(|r| r.serves(other)) =>
+            {
+                match &self.inner.registry {
+                    Some(registry) => Ok(registry.call(other, args).await),
+                    None => Err(ToolFailure(format!("no tool named {other:?}"))),
+                }
+            }
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("no tool named {other:?}"),
+                    None,
+                ));
+            }
+        };
+        self.inner
+            .metrics
+            .record(&name, started.elapsed(), result.is_err());
+        Ok(match result {
+            Ok(r) => r,
+            Err(ToolFailure(message)) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        }
+        .into())
+    }
+}

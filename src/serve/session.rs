@@ -1,0 +1,199 @@
+//! One session: a command started by `exec_command` that the table keeps
+//! while it runs, and the smart wait that every call on it goes through.
+//!
+//! A wait ends at the first of: the command exits, `wait_for` matches new
+//! output, the foreground process of its PTY blocks reading the terminal
+//! after a quiet period (a prompt), the yield runs out, or the client cancels
+//! the call. It never kills anything: the command timeout lives in the
+//! engine and is a separate parameter.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+use tokio_util::sync::CancellationToken;
+
+use super::procfs::Procfs;
+use super::reply::ReplyState;
+use super::table::Prunable;
+use crate::exec::{Execution, ExitInfo, WaitEnd};
+use crate::exit_code;
+
+/// How long a PTY must stay quiet before a blocked terminal read counts as
+/// a prompt waiting for an answer.
+pub const PROMPT_QUIET: Duration = Duration::from_millis(300);
+/// How often a wait looks at `/proc` and sends progress.
+const TICK: Duration = Duration::from_millis(100);
+/// A running session with no output for this long is `idle`.
+const IDLE_AFTER: Duration = Duration::from_secs(5);
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitOutcome {
+    Exited,
+    Matched,
+    AwaitingInput,
+    Deadline,
+    Cancelled,
+}
+
+impl WaitOutcome {
+    /// The reply state for this outcome (a cancelled call still answers).
+    pub fn reply_state(self) -> ReplyState {
+        match self {
+            WaitOutcome::Exited => ReplyState::Exited,
+            WaitOutcome::Matched => ReplyState::Matched,
+            WaitOutcome::AwaitingInput => ReplyState::AwaitingInput,
+            WaitOutcome::Deadline | WaitOutcome::Cancelled => ReplyState::Running,
+        }
+    }
+}
+
+/// A session's state for `list_sessions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Running and producing output (or being waited on).
+    Active,
+    /// Running, quiet for a while.
+    Idle,
+    /// The process is gone; its last output was not taken yet.
+    Exited,
+}
+
+/// A command the table keeps.
+#[derive(Debug)]
+pub struct Session {
+    pub exec: Execution,
+    pub command: String,
+    pub tty: bool,
+    pub started: Instant,
+    last_call: Mutex<Instant>,
+    taken_bytes: AtomicU64,
+}
+
+impl Prunable for Session {
+    fn has_exited(&self) -> bool {
+        self.exec.exit_info().is_some()
+    }
+}
+
+impl Session {
+    pub fn new(exec: Execution, command: String, tty: bool) -> Self {
+        let now = Instant::now();
+        Self {
+            tty,
+            exec,
+            command,
+            started: now,
+            last_call: Mutex::new(now),
+            taken_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts output bytes a reply carried.
+    pub fn count_taken(&self, bytes: u64) {
+        self.taken_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Output bytes replies carried so far.
+    pub fn taken_bytes(&self) -> u64 {
+        self.taken_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Marks the session as used by a call now.
+    pub fn touch(&self) {
+        if let Ok(mut at) = self.last_call.lock() {
+            *at = Instant::now();
+        }
+    }
+
+    /// When a call last used the session.
+    pub fn last_call(&self) -> Instant {
+        self.last_call.lock().map(|at| *at).unwrap_or(self.started)
+    }
+
+    /// Active, idle or exited, from the process and its last output.
+    pub fn state(&self) -> SessionState {
+        if self.exec.exit_info().is_some() {
+            return SessionState::Exited;
+        }
+        let last = self
+            .exec
+            .last_output_at()
+            .unwrap_or(self.started)
+            .max(self.last_call());
+        if last.elapsed() < IDLE_AFTER {
+            SessionState::Active
+        } else {
+            SessionState::Idle
+        }
+    }
+
+    /// Waits until `until` or an earlier end; `on_tick` runs about every
+    /// [`TICK`] (progress notifications).
+    pub async fn wait(
+        &self,
+        until: Instant,
+        wait_for: Option<&Regex>,
+        cancel: &CancellationToken,
+        mut on_tick: impl FnMut(),
+    ) -> WaitOutcome {
+        let call_started = Instant::now();
+        let procfs = Procfs::default();
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return WaitOutcome::Deadline;
+            }
+            let step = until.min(now + TICK);
+            tokio::select! {
+                end = self.exec.wait(step, wait_for) => match end {
+                    WaitEnd::Exited => return WaitOutcome::Exited,
+                    WaitEnd::Matched => return WaitOutcome::Matched,
+                    WaitEnd::Deadline => {}
+                },
+                () = cancel.cancelled() => return WaitOutcome::Cancelled,
+            }
+            on_tick();
+            if self.tty && self.quiet_since(call_started) >= PROMPT_QUIET {
+                let leader = self.exec.pid() as i32;
+                let foreground = self.exec.pty_foreground_pgid();
+                let procfs = procfs.clone();
+                let blocked = tokio::task::spawn_blocking(move || {
+                    foreground
+                        .or_else(|| procfs.terminal_foreground(leader))
+                        .is_some_and(|pgrp| procfs.group_reads_terminal(pgrp))
+                })
+                .await
+                .unwrap_or(false);
+                if blocked && self.exec.exit_info().is_none() {
+                    return WaitOutcome::AwaitingInput;
+                }
+            }
+        }
+    }
+
+    /// How long no output came, counted from `floor` at the earliest: input
+    /// just written may not have been read yet.
+    fn quiet_since(&self, floor: Instant) -> Duration {
+        self.exec
+            .last_output_at()
+            .map_or(floor, |at| at.max(floor))
+            .elapsed()
+    }
+}
+
+/// The exit code a reply gives for how a command ended: its own code, 124
+/// at the command timeout, 128+N when killed by signal N.
+pub fn exit_code_of(info: &ExitInfo) -> i32 {
+    if info.timed_out {
+        return exit_code::TIMEOUT;
+    }
+    match (info.code, info.signal) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => exit_code::for_signal(signal),
+        (None, None) => exit_code::INTERNAL,
+    }
+}

@@ -1,0 +1,153 @@
+"""Drives `agent-reach serve` over stdio with the official Python MCP SDK.
+
+Each check prints one line; any failure exits 1 after printing what the server
+said. Covers: tool list, a command, a server polled until its ready line with
+wait_for, `cat` on a PTY ended with Ctrl-D, a password prompt answered after
+awaiting_input, a kill, a patch, and no process left after the client closes.
+"""
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from datetime import timedelta
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+FAILURES = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f"\n     {detail}"))
+    if not ok:
+        FAILURES.append(name)
+
+
+def tagged_pids(prefix):
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(v.startswith(prefix.encode()) for v in env):
+            pids.add(int(entry))
+    return pids
+
+
+async def call(session, tool, args, timeout=60):
+    result = await session.call_tool(tool, args, read_timeout_seconds=timedelta(seconds=timeout))
+    text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+    return result, text, (result.structuredContent or {})
+
+
+async def main(binary):
+    work = tempfile.mkdtemp(prefix="ar-mcp-")
+    home = tempfile.mkdtemp(prefix="ar-mcp-home-")
+    params = StdioServerParameters(
+        command=binary,
+        args=["serve", "--root", work],
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": home,
+            "AGENT_REACH_HOME": os.path.join(home, "ar"),
+            "SHELL": "/bin/bash",
+            "AGENT_REACH_LOG": "warn",
+        },
+        cwd=work,
+    )
+    tag_prefix = None
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+
+            tools = {t.name for t in (await session.list_tools()).tools}
+            want = {"exec_command", "write_stdin", "list_sessions", "kill_session", "apply_patch"}
+            check("list tools", want <= tools, f"got {sorted(tools)}")
+
+            r, text, s = await call(session, "exec_command", {"cmd": "echo hello; echo $AGENT_REACH_SESSION"})
+            lines = s.get("output", "").split("\n")
+            check("a command", s.get("exit_code") == 0 and lines[0] == "hello"
+                  and text.startswith("Wall time: ") and "Process exited with code 0" in text, text)
+            tag = lines[1] if len(lines) > 1 else ""
+            tag_prefix = "AGENT_REACH_SESSION=" + "-".join(tag.split("-")[:2]) + "-"
+
+            r, text, s = await call(session, "exec_command", {
+                "cmd": "echo compiling; sleep 1; echo compiling more; sleep 1; echo 'ready on port 4000'; sleep 600",
+                "yield_time_ms": 250})
+            sid = s.get("session_id")
+            check("dev server starts as a session", s.get("state") == "running" and sid is not None, text)
+            t0 = time.monotonic()
+            seen = s.get("output", "")
+            for _ in range(10):
+                r, text, s = await call(session, "write_stdin", {"session_id": sid, "wait_for": "ready on port \\d+",
+                                                                  "yield_time_ms": 30000})
+                seen += s.get("output", "")
+                if s.get("state") == "matched":
+                    break
+            check("polled until its ready line", s.get("state") == "matched" and "ready on port 4000" in seen
+                  and time.monotonic() - t0 < 10, text)
+
+            r, text, s = await call(session, "exec_command", {"cmd": "cat", "tty": True, "yield_time_ms": 5000})
+            cat = s.get("session_id")
+            check("cat on a pty waits for input", s.get("state") == "awaiting_input"
+                  and "Process is waiting for input" in text, text)
+            r, text, s = await call(session, "write_stdin", {"session_id": cat, "chars": "meow\n", "yield_time_ms": 1000})
+            check("cat echoes what was typed", "meow" in s.get("output", ""), text)
+            r, text, s = await call(session, "write_stdin", {"session_id": cat, "chars": "\u0004", "yield_time_ms": 5000})
+            check("ctrl-d ends cat", s.get("state") == "exited" and s.get("exit_code") == 0, text)
+
+            r, text, s = await call(session, "exec_command", {
+                "cmd": "read -s -p 'Password: ' pw; echo; [ \"$pw\" = 'open sesame' ] && echo welcome || echo denied",
+                "tty": True, "yield_time_ms": 20000})
+            pw = s.get("session_id")
+            check("password prompt is awaiting_input", s.get("state") == "awaiting_input"
+                  and "Password:" in s.get("output", ""), text)
+            r, text, s = await call(session, "write_stdin", {"session_id": pw, "chars": "open sesame\n",
+                                                             "yield_time_ms": 5000})
+            check("password answered", s.get("exit_code") == 0 and "welcome" in s.get("output", "")
+                  and "open sesame" not in s.get("output", ""), text)
+
+            r, text, s = await call(session, "list_sessions", {})
+            ids = [row["session_id"] for row in s.get("sessions", [])]
+            check("list_sessions shows the dev server", sid in ids, text)
+            r, text, s = await call(session, "kill_session", {"session_id": sid})
+            check("kill", not r.isError and f"session {sid} was killed" in text, text)
+            r, text, s = await call(session, "write_stdin", {"session_id": sid})
+            check("a killed session says what became of it", r.isError and f"session {sid} was killed" in text, text)
+
+            patch = "*** Begin Patch\n*** Add File: notes.txt\n+patched\n*** End Patch\n"
+            r, text, s = await call(session, "apply_patch", {"input": patch})
+            try:
+                with open(os.path.join(work, "notes.txt")) as f:
+                    content = f.read()
+            except OSError as e:
+                content = f"({e})"
+            check("a patch", not r.isError and "A notes.txt" in text and content == "patched\n", text)
+
+            await call(session, "exec_command", {"cmd": "setsid sleep 900 & sleep 901", "yield_time_ms": 250})
+            check("sessions are running before close", len(tagged_pids(tag_prefix)) >= 2, tag_prefix)
+
+    deadline = time.monotonic() + 15
+    left = tagged_pids(tag_prefix)
+    while left and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        left = tagged_pids(tag_prefix)
+    check("no process left after the client closes", not left, f"left: {sorted(left)}")
+    path_root = os.path.join(home, "ar", "tmp", "path")
+    dirs = os.listdir(path_root) if os.path.isdir(path_root) else []
+    check("session PATH directory removed", not dirs, f"left: {dirs}")
+
+
+if __name__ == "__main__":
+    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/agent-reach")
+    asyncio.run(main(binary))
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed: {', '.join(FAILURES)}")
+        sys.exit(1)
+    print("all checks passed")
