@@ -47,7 +47,7 @@ pub struct RunArgs {
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
     /// The command and its arguments.
-    #[arg(last = true, required = true)]
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 

@@ -22,7 +22,7 @@ use crate::exit_code;
 #[derive(Debug, clap::Args)]
 pub struct ShellArgs {
     /// The command to run instead of `$SHELL`.
-    #[arg(last = true)]
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 

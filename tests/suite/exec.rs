@@ -76,6 +76,33 @@ fn exec_personality_is_run() {
 }
 
 #[test]
+fn the_double_dash_is_optional_and_options_after_the_command_are_its_own() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args([
+            "run",
+            "--timeout-ms",
+            "5000",
+            "sh",
+            "-c",
+            "echo $1",
+            "sh",
+            "--json",
+        ])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("--json\n");
+    let link = env.link("agent-reach-exec");
+    env.cmd_at(link)
+        .args(["echo", "hi"])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("hi\n");
+}
+
+#[test]
 fn bad_flags_are_125() {
     let env = TestEnv::new();
     env.cmd()

@@ -29,6 +29,22 @@ fn have(program: &str) -> bool {
         .any(|dir| Path::new(dir).join(program).exists())
 }
 
+/// Where to make the directory no policy may write to: never below `/tmp`
+/// (always writable under workspace-write), where the target dir is when the
+/// checkout itself lives in `/tmp`.
+fn outside_base() -> PathBuf {
+    let target_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if !target_tmp.starts_with("/tmp") {
+        return target_tmp;
+    }
+    let var_tmp = PathBuf::from("/var/tmp");
+    assert!(
+        var_tmp.is_dir(),
+        "the checkout is under /tmp and /var/tmp is missing: no place outside the sandbox's writable roots"
+    );
+    var_tmp
+}
+
 /// A work dir (under the temp dir, so `/tmp` rules apply to it too) and an
 /// outside dir that no policy makes writable.
 struct Scene {
@@ -42,7 +58,7 @@ impl Scene {
         let env = TestEnv::new();
         let outside = tempfile::Builder::new()
             .prefix("ar-outside")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(outside_base())
             .unwrap();
         let sandbox = env.link("agent-reach-sandbox");
         Self {
