@@ -13,7 +13,6 @@
 
 pub mod lenient;
 pub mod logging;
-pub mod metrics;
 pub mod orphans;
 pub mod params;
 pub mod procfs;
@@ -37,8 +36,8 @@ use crate::cli::serve::ServeArgs;
 use crate::cli::session::Session as ProcessSession;
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::registry::metrics_http;
 use crate::registry::{Dispatcher, DispatcherConfig, Registry};
-use metrics::Metrics;
 use server::{AgentReachServer, ServeConfig};
 
 /// How long the runtime may take to stop once every session is killed.
@@ -140,16 +139,14 @@ fn resolve_root(args: &ServeArgs, ctx: &ProcessContext) -> Result<PathBuf, Strin
 
 /// Serves on stdio; returns the exit code once every session is killed.
 async fn serve(config: ServeConfig, args: ServeArgs, dispatcher: Arc<Dispatcher>) -> i32 {
-    let metrics = Arc::new(Metrics::default());
-    let server = AgentReachServer::new(config, metrics.clone(), Some(dispatcher));
+    let server = AgentReachServer::new(config, Some(dispatcher));
     if let Some(addr) = args.metrics_addr {
-        let server = server.clone();
-        match metrics::serve(addr, move || metrics.render(server.live_sessions())).await {
-            Ok(task) => {
-                tokio::spawn(task);
+        match metrics_http::bind_metrics(addr).await {
+            Ok(listener) => {
+                tokio::spawn(metrics_http::serve_listener(listener, server.metrics()));
             }
             Err(e) => {
-                eprintln!("agent-reach serve: --metrics-addr {addr}: {e}");
+                eprintln!("agent-reach serve: --metrics-addr: {e}");
                 return exit_code::USAGE;
             }
         }

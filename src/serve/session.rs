@@ -8,7 +8,7 @@
 //! engine and is a separate parameter.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -71,6 +71,8 @@ pub struct Session {
     pub started: Instant,
     last_call: Mutex<Instant>,
     taken_bytes: AtomicU64,
+    /// The command's end was counted in the metrics.
+    end_counted: AtomicBool,
 }
 
 impl Prunable for Session {
@@ -89,7 +91,14 @@ impl Session {
             started: now,
             last_call: Mutex::new(now),
             taken_bytes: AtomicU64::new(0),
+            end_counted: AtomicBool::new(false),
         }
+    }
+
+    /// True the first time only: the end of the command is counted once,
+    /// however many calls see it.
+    pub fn first_to_count_end(&self) -> bool {
+        !self.end_counted.swap(true, Ordering::Relaxed)
     }
 
     /// Counts output bytes a reply carried.

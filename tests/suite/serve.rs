@@ -739,32 +739,150 @@ fn read_only_sandbox_refuses_writes() {
     });
 }
 
-#[test]
-fn metrics_are_served_over_http() {
-    run(async {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let addr = format!("127.0.0.1:{port}");
-        let s = serve_with(&["--metrics-addr", &addr]).await;
-        s.ok("exec_command", json!({"cmd": "true"})).await;
-        let body = tokio::task::spawn_blocking(move || {
-            use std::io::{Read, Write};
-            let mut stream = std::net::TcpStream::connect(addr).unwrap();
-            stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-            let mut body = String::new();
-            stream.read_to_string(&mut body).unwrap();
-            body
-        })
+/// A port nobody listens on now (bound and released).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The body of `GET /metrics` on `addr`.
+async fn http_metrics(addr: String) -> String {
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).unwrap();
+        body
+    })
+    .await
+    .unwrap()
+}
+
+/// The metrics resource, read over MCP.
+async fn metrics_resource(s: &Served) -> Value {
+    let read = s
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "agent-reach://metrics",
+        ))
         .await
         .unwrap();
-        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
-        assert!(
-            body.contains("agent_reach_tool_calls_total{tool=\"exec_command\"} 1"),
-            "{body}"
+    let [
+        rmcp::model::ResourceContents::TextResourceContents {
+            text, mime_type, ..
+        },
+    ] = read.contents.as_slice()
+    else {
+        panic!("not one text content: {read:?}");
+    };
+    assert_eq!(mime_type.as_deref(), Some("application/json"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn one_set_of_metrics_is_a_resource_and_prometheus_text() {
+    run(async {
+        let env = TestEnv::new();
+        let config = env.write(
+            "registry.toml",
+            "[[tools]]\nname = \"greet\"\ncommand = [\"echo\", \"hello\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
         );
+        let addr = format!("127.0.0.1:{}", free_port());
+        let s = serve_in(
+            env,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--metrics-addr",
+                &addr,
+            ],
+        )
+        .await;
+        let resources = s.client.list_all_resources().await.unwrap();
+        assert_eq!(resources.len(), 1, "{resources:?}");
+        assert_eq!(resources[0].uri, "agent-reach://metrics");
+        assert_eq!(resources[0].mime_type.as_deref(), Some("application/json"));
+
+        s.ok("exec_command", json!({"cmd": "true"})).await;
+        s.ok("exec_command", json!({"cmd": "exit 3"})).await;
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "sleep 30", "yield_time_ms": 200}),
+            )
+            .await;
+        let id = v["session_id"].as_u64().unwrap();
+        s.err("write_stdin", json!({"session_id": 999})).await;
+        s.ok("greet", json!({})).await;
+        s.ok(
+            "apply_patch",
+            json!({"input": "*** Begin Patch\n*** Add File: new.txt\n+hi\n*** End Patch\n"}),
+        )
+        .await;
+
+        let m = metrics_resource(&s).await;
+        let exec = &m["tools"]["exec_command"];
+        assert_eq!(exec["calls"], 3, "{m}");
+        assert_eq!(exec["runs"], 2, "the session still runs: {m}");
+        assert_eq!(
+            (&exec["successes"], &exec["failures"]),
+            (&json!(1), &json!(1)),
+            "{m}"
+        );
+        assert_eq!(m["tools"]["write_stdin"]["rejected"], 1, "{m}");
+        assert_eq!(
+            m["tools"]["greet"]["runs"], 1,
+            "registry tools in the same metrics: {m}"
+        );
+        assert_eq!(m["tools"]["apply_patch"]["successes"], 1, "{m}");
+        assert_eq!(m["live_sessions"], 1, "{m}");
+
+        s.ok("kill_session", json!({"session_id": id})).await;
+        let m = metrics_resource(&s).await;
+        assert_eq!(
+            m["tools"]["exec_command"]["runs"], 3,
+            "the killed session ran: {m}"
+        );
+        assert_eq!(m["live_sessions"], 0, "{m}");
+
+        let body = http_metrics(addr).await;
+        assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+        for line in [
+            "agent_reach_tool_calls_total{tool=\"exec_command\"} 3\n",
+            "agent_reach_tool_runs_total{tool=\"exec_command\"} 3\n",
+            "agent_reach_tool_runs_total{tool=\"greet\"} 1\n",
+            "agent_reach_tool_rejected_total{tool=\"write_stdin\"} 1\n",
+            "agent_reach_tool_duration_seconds_count{tool=\"exec_command\"} 3\n",
+            "agent_reach_sessions 0\n",
+        ] {
+            assert!(body.contains(line), "no {line:?} in {body}");
+        }
         s.close().await;
+    });
+}
+
+#[test]
+fn a_metrics_address_off_loopback_is_refused() {
+    run(async {
+        let env = TestEnv::new();
+        let addr = format!("0.0.0.0:{}", free_port());
+        let mut cmd = server_command(&env, &["--metrics-addr", &addr]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let child = cmd.spawn().unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+            .await
+            .expect("serve kept running with a metrics address off loopback")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("not a loopback address"), "{stderr}");
     });
 }
 
