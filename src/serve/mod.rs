@@ -7,7 +7,9 @@
 //!
 //! Lifecycle: the session PATH directory and the subreaper are set up before
 //! the runtime starts threads; on stdin EOF, SIGTERM, SIGINT or SIGHUP every
-//! session is killed (escapees too) and the directory removed. If the server
+//! session is killed (escapees too, even those that cleared their
+//! environment: the server claims all its children, see
+//! [`crate::exec::claim_all_children`]) and the directory removed. If the server
 //! itself is killed, a watchdog process kills what it started ([`watchdog`]),
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
@@ -52,6 +54,11 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
+    // Every child of the server is started by the engine, but for the
+    // watchdog, which registers itself: any other child is an orphan of a
+    // session command (a daemon that left the group and cleared its
+    // environment), which the engine may then kill and reap.
+    crate::exec::claim_all_children();
     // Forked while this is the only thread; see `watchdog`.
     let watchdog = watchdog::start(session.path_dir());
     let filter = ctx
@@ -101,6 +108,9 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         env: ctx.env.clone(),
         path_dir: session.path_dir().to_path_buf(),
         max_sessions: usize::try_from(args.max_sessions).unwrap_or(64),
+        use_cgroup: ctx
+            .var(crate::cli::run::NO_CGROUP_VAR)
+            .is_none_or(|v| v.is_empty() || v == "0"),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

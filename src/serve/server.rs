@@ -54,6 +54,9 @@ pub struct ServeConfig {
     pub path_dir: PathBuf,
     /// `--max-sessions`.
     pub max_sessions: usize,
+    /// A cgroup per command where the machine allows (off with
+    /// `AGENT_REACH_NO_CGROUP=1`, as for `run`).
+    pub use_cgroup: bool,
 }
 
 /// The MCP server; cheap to clone (one per connection shares the table).
@@ -144,6 +147,13 @@ impl AgentReachServer {
             });
         }
         while kills.join_next().await.is_some() {}
+        // Orphans the sessions' kills could not attribute (several ran).
+        let orphans = tokio::task::spawn_blocking(crate::exec::kill_orphans)
+            .await
+            .unwrap_or_default();
+        if !orphans.is_empty() {
+            tracing::info!(pids = ?orphans, "killed orphans of session commands at shutdown");
+        }
         self.update_sessions_gauge();
     }
 
@@ -219,6 +229,7 @@ impl AgentReachServer {
         spec.timeout = req.timeout;
         spec.session_tag = tag;
         spec.merge_output = true;
+        spec.use_cgroup = cfg.use_cgroup;
         if let Some(policy) = &req.sandbox {
             let policy = policy.parse::<crate::sandbox::Policy>().unwrap_or_default();
             let sandbox = crate::sandbox::SandboxSpec {
@@ -489,6 +500,7 @@ impl AgentReachServer {
         ];
         let mut spec = SpawnSpec::new(argv, workdir.clone(), env, cfg.home.clone());
         spec.timeout = Some(APPLY_PATCH_TIMEOUT);
+        spec.use_cgroup = cfg.use_cgroup;
         spec.session_tag = tag;
         let exec = Execution::spawn(spec)?;
         let done = exec

@@ -1008,3 +1008,113 @@ fn the_log_never_holds_a_registry_secret() {
         assert!(!log.contains("tok-7f3a9c2e51"), "{log}");
     });
 }
+
+/// Pids running exactly `sleep <seconds>`.
+fn sleeping(seconds: &str) -> BTreeSet<u32> {
+    let want = format!("sleep\0{seconds}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == want.as_bytes()).then_some(pid)
+        })
+        .collect()
+}
+
+/// Waits until `sleep <seconds>` runs; returns its pids.
+async fn wait_sleeping(seconds: &str) -> BTreeSet<u32> {
+    let start = Instant::now();
+    loop {
+        let pids = sleeping(seconds);
+        if !pids.is_empty() {
+            return pids;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "sleep {seconds} never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until none of `pids` exists, zombies included (killed and reaped).
+async fn wait_reaped(pids: &BTreeSet<u32>, what: &str) {
+    let start = Instant::now();
+    loop {
+        let left: Vec<_> = pids
+            .iter()
+            .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{what}: still there (or not reaped): {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Escapees that clear their environment (so no session tag finds them)
+/// and leave the process group are killed and reaped when their command
+/// ends, when their session is killed, and when the client goes; with a
+/// cgroup per command or without.
+async fn escapees_without_a_tag_are_killed(vars: &[(&str, &str)]) {
+    let mark = |n: u32| format!("7{n}.{}{}", std::process::id(), vars.len());
+    let escape = |seconds: &str| format!("env -i setsid sleep {seconds} &");
+    let s = serve_in_env(TestEnv::new(), &[], vars).await;
+
+    let (ended, hidden_after_exit) = (mark(1), mark(2));
+    let (_, v) = s
+        .ok(
+            "exec_command",
+            json!({"cmd": format!("{}{} echo started", escape(&ended), "")}),
+        )
+        .await;
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(
+        sleeping(&ended).is_empty(),
+        "the escapee of an ended command runs on: {:?}",
+        sleeping(&ended)
+    );
+
+    let (_, v) = s
+        .ok(
+            "exec_command",
+            json!({"cmd": format!("{} sleep 300", escape(&hidden_after_exit)), "yield_time_ms": 300}),
+        )
+        .await;
+    let id = v["session_id"].as_u64().unwrap();
+    let escapee = wait_sleeping(&hidden_after_exit).await;
+    s.ok("kill_session", json!({"session_id": id})).await;
+    wait_reaped(&escapee, "the escapee of a killed session").await;
+
+    let (first, second) = (mark(3), mark(4));
+    for seconds in [&first, &second] {
+        s.ok(
+            "exec_command",
+            json!({"cmd": format!("{} sleep 300", escape(seconds)), "yield_time_ms": 300}),
+        )
+        .await;
+    }
+    let mut escapees = wait_sleeping(&first).await;
+    escapees.extend(wait_sleeping(&second).await);
+    s.close().await;
+    wait_reaped(&escapees, "escapees after the client closed").await;
+}
+
+#[test]
+fn escapees_without_a_tag_are_killed_with_cgroups_where_available() {
+    run(escapees_without_a_tag_are_killed(&[]));
+}
+
+#[test]
+fn escapees_without_a_tag_are_killed_without_cgroups() {
+    run(escapees_without_a_tag_are_killed(&[(
+        "AGENT_REACH_NO_CGROUP",
+        "1",
+    )]));
+}
