@@ -317,7 +317,6 @@ impl AgentReachServer {
             max_output_tokens,
             keep_color: false,
         });
-        session.count_taken(rendered.original_bytes);
         let state = match &exit {
             Some(_) => ReplyState::Exited,
             None => outcome.reply_state(),
@@ -656,44 +655,19 @@ fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
                 pid,
                 age_seconds: round1(s.started.elapsed()),
                 idle_seconds: round1(last.elapsed()),
-                bytes_pending: pending_bytes(s),
+                bytes_pending: s.exec.pending_bytes(),
                 ports: proc.listening_ports(&family),
             }
         })
         .collect()
 }
 
-/// The spill file holding the whole output of a session, found by the
-/// name the engine gives it (`...-<session tag>-output.log` under
-/// `$AGENT_REACH_HOME/spill`). Only looked up when a reply was folded.
+/// The spill file with the whole output, named only when a reply was folded.
 fn full_output_path(exec: &Execution, rendered: &Rendered) -> Option<String> {
     if !rendered.truncated {
         return None;
     }
-    spill_file(exec).map(|p| p.display().to_string())
-}
-
-fn spill_file(exec: &Execution) -> Option<PathBuf> {
-    let spec = exec.spec();
-    let suffix = format!("-{}-output.log", spec.session_tag);
-    std::fs::read_dir(spec.home.join("spill"))
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(&suffix))
-        })
-}
-
-/// Bytes of output that arrived and no reply has carried yet: what the
-/// spill file holds beyond what replies took (an estimate: the file holds
-/// the cleaned stream).
-fn pending_bytes(session: &Session) -> u64 {
-    spill_file(&session.exec)
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len().saturating_sub(session.taken_bytes()))
+    exec.spill_path().map(|p| p.display().to_string())
 }
 
 fn round1(d: Duration) -> f64 {

@@ -1087,7 +1087,9 @@ async fn escapees_without_a_tag_are_killed(vars: &[(&str, &str)]) {
             json!({"cmd": format!("{} sleep 300", escape(&hidden_after_exit)), "yield_time_ms": 300}),
         )
         .await;
-    let id = v["session_id"].as_u64().unwrap();
+    let id = v["session_id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("not a session: {v}"));
     let escapee = wait_sleeping(&hidden_after_exit).await;
     s.ok("kill_session", json!({"session_id": id})).await;
     wait_reaped(&escapee, "the escapee of a killed session").await;
@@ -1117,4 +1119,66 @@ fn escapees_without_a_tag_are_killed_without_cgroups() {
         "AGENT_REACH_NO_CGROUP",
         "1",
     )]));
+}
+
+#[test]
+fn full_output_path_is_the_engines_spill_file_not_a_look_alike() {
+    run(async {
+        let s = serve().await;
+        let spill = s.env.ar_home().join("spill");
+        // The command knows its session tag: it can plant files that look
+        // like its spill file by name. The reply must name the real one.
+        let cmd = format!(
+            "for i in $(seq 1 100); do echo decoy > \"{}/$i-$AGENT_REACH_SESSION-output.log\"; done; seq 1 200000",
+            spill.display()
+        );
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": cmd, "max_output_tokens": 100}),
+            )
+            .await;
+        assert_eq!(v["truncated"], true, "{v}");
+        let path = v["full_output_path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no full_output_path: {v}"));
+        let full = std::fs::read_to_string(path).unwrap();
+        assert!(
+            full.starts_with("1\n2\n") && full.ends_with("199999\n200000\n"),
+            "{path} is not the output: {:?}",
+            &full[..full.len().min(40)]
+        );
+        s.close().await;
+    });
+}
+
+#[test]
+fn bytes_pending_counts_what_the_command_wrote_and_no_reply_took() {
+    run(async {
+        let s = serve().await;
+        // 13 bytes of a colored line and 7 of a prompt without a newline:
+        // the cleaned text is shorter, and the prompt is no line yet.
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "sleep 0.5; printf '\\033[1mbold\\033[0m\\n'; printf partial; sleep 60", "yield_time_ms": 100}),
+            )
+            .await;
+        let id = v["session_id"].as_u64().unwrap();
+        let start = Instant::now();
+        let pending = loop {
+            let (_, v) = s.ok("list_sessions", json!({})).await;
+            let pending = v["sessions"][0]["bytes_pending"].as_u64().unwrap();
+            if pending >= 20 || start.elapsed() > Duration::from_secs(10) {
+                break pending;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(pending, 20);
+        let (_, v) = s.ok("write_stdin", json!({"session_id": id})).await;
+        assert!(v["output"].as_str().unwrap().contains("bold"), "{v}");
+        let (_, v) = s.ok("list_sessions", json!({})).await;
+        assert_eq!(v["sessions"][0]["bytes_pending"], 0, "{v}");
+        s.close().await;
+    });
 }
