@@ -806,6 +806,13 @@ fn one_set_of_metrics_is_a_resource_and_prometheus_text() {
         assert_eq!(resources.len(), 1, "{resources:?}");
         assert_eq!(resources[0].uri, "agent-reach://metrics");
         assert_eq!(resources[0].mime_type.as_deref(), Some("application/json"));
+        let unknown = s
+            .client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "agent-reach://nope",
+            ))
+            .await;
+        assert!(unknown.is_err(), "{unknown:?}");
 
         s.ok("exec_command", json!({"cmd": "true"})).await;
         s.ok("exec_command", json!({"cmd": "exit 3"})).await;
@@ -1067,11 +1074,11 @@ async fn escapees_without_a_tag_are_killed(vars: &[(&str, &str)]) {
     let escape = |seconds: &str| format!("env -i setsid sleep {seconds} &");
     let s = serve_in_env(TestEnv::new(), &[], vars).await;
 
-    let (ended, hidden_after_exit) = (mark(1), mark(2));
+    let (ended, killed) = (mark(1), mark(2));
     let (_, v) = s
         .ok(
             "exec_command",
-            json!({"cmd": format!("{}{} echo started", escape(&ended), "")}),
+            json!({"cmd": format!("{} echo started", escape(&ended))}),
         )
         .await;
     assert_eq!(v["exit_code"], 0, "{v}");
@@ -1084,13 +1091,13 @@ async fn escapees_without_a_tag_are_killed(vars: &[(&str, &str)]) {
     let (_, v) = s
         .ok(
             "exec_command",
-            json!({"cmd": format!("{} sleep 300", escape(&hidden_after_exit)), "yield_time_ms": 300}),
+            json!({"cmd": format!("{} sleep 300", escape(&killed)), "yield_time_ms": 300}),
         )
         .await;
     let id = v["session_id"]
         .as_u64()
         .unwrap_or_else(|| panic!("not a session: {v}"));
-    let escapee = wait_sleeping(&hidden_after_exit).await;
+    let escapee = wait_sleeping(&killed).await;
     s.ok("kill_session", json!({"session_id": id})).await;
     wait_reaped(&escapee, "the escapee of a killed session").await;
 
