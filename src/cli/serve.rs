@@ -25,7 +25,8 @@ pub struct ServeArgs {
     /// recently used ones are killed (never the 8 most recent).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_sessions: u64,
-    /// Serve Prometheus-style metrics over HTTP on this address (e.g. 127.0.0.1:9464).
+    /// Serve the metrics in the Prometheus text format over HTTP on this
+    /// loopback address (e.g. 127.0.0.1:9464); other addresses are refused.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
 }

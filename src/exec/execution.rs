@@ -303,7 +303,27 @@ impl Execution {
         state.match_buf.clear();
         state.match_scanned = 0;
         state.windows_taken = true;
+        state.taken_raw_bytes = state.captures.total_raw_bytes();
         state.captures.take_window(opts)
+    }
+
+    /// Bytes the command wrote (as read from its pipes or terminal, before
+    /// any cleaning) that no [`take_output`](Self::take_output) has taken.
+    pub fn pending_bytes(&self) -> u64 {
+        let state = self.shared().lock();
+        state
+            .captures
+            .total_raw_bytes()
+            .saturating_sub(state.taken_raw_bytes)
+    }
+
+    /// The spill file holding the whole (cleaned, redacted) output of a
+    /// session-style execution (`merge_output` or `tty`: one stream), once
+    /// some output was written to it. `None` for one-shot executions with
+    /// separate streams (their [`Completed`] result names their files), or
+    /// when nothing is spilled.
+    pub fn spill_path(&self) -> Option<std::path::PathBuf> {
+        self.shared().lock().captures.merged_spill_path()
     }
 
     /// Writes to the command's terminal. On pipes stdin is /dev/null and

@@ -220,6 +220,56 @@ pub fn kill_now(shared: &Shared) {
     signal_all(shared, &targets, libc::SIGKILL);
 }
 
+/// The last clean-up of a process that [claims all its
+/// children](spawner::claim_all_children), once its executions are ended:
+/// SIGKILLs every unregistered child (an orphan of one of its commands,
+/// however it hid: `setsid`, a cleared environment) and everything below
+/// it, repeated for a bound, and reaps them. [`members`] leaves such
+/// orphans alone while several executions run, since it cannot tell whose
+/// they are; at the end that no longer matters. Does nothing in a process
+/// that does not claim its children. Blocking; returns what it signalled.
+pub fn kill_orphans() -> Vec<i32> {
+    let mut signalled = BTreeSet::new();
+    if !spawner::claims_all_children() {
+        return Vec::new();
+    }
+    let confirm_end = Instant::now() + KILL_CONFIRM;
+    loop {
+        let roots: BTreeSet<i32> = spawner::unknown_children()
+            .into_iter()
+            .filter(|pid| procfs::is_alive(*pid))
+            .collect();
+        if roots.is_empty() {
+            break;
+        }
+        let processes: Vec<procfs::LiveProcess> = procfs::all_pids()
+            .into_iter()
+            .filter_map(procfs::stat)
+            .filter(procfs::ProcStat::is_alive)
+            .map(|stat| procfs::LiveProcess {
+                stat,
+                tagged: false,
+            })
+            .collect();
+        let mut targets = descendants(&processes, &roots);
+        targets.extend(&roots);
+        targets.remove(&(std::process::id() as i32));
+        for pid in &targets {
+            // SAFETY: kill has no memory-safety preconditions; each pid is
+            // our child or below one, alive a moment ago.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        signalled.extend(targets);
+        spawner::reap_orphans();
+        if Instant::now() >= confirm_end {
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    spawner::reap_orphans();
+    signalled.into_iter().collect()
+}
+
 /// Waits up to the drain bound for the output to close, then stops reading.
 pub fn drain(shared: &Shared) {
     let deadline = Instant::now() + shared.drain;

@@ -17,7 +17,8 @@
 //! A process that starts children only through the engine (`run`, `serve`)
 //! should call [`spawner::claim_all_children`] after `Session::start` made
 //! it a subreaper: then orphans that even cleared their environment are
-//! attributed, killed and reaped.
+//! attributed, killed and reaped (with several executions running, at
+//! their end or at the last [`kill_orphans`]).
 
 pub mod cgroup;
 pub mod clone3;
@@ -40,7 +41,7 @@ pub use env::{SESSION_VAR, child_env};
 pub use error::ExecError;
 pub use execution::{Execution, WaitEnd};
 pub use glue::{RenderOptions, Rendered};
-pub use kill::KillReport;
+pub use kill::{KillReport, kill_orphans};
 pub use spawner::{KnownChildGuard, claim_all_children, reap_orphans};
 pub use spec::{OutputLimits, SpawnSpec, new_session_tag};
 pub use state::ExitInfo;

@@ -125,6 +125,25 @@ impl Captures {
         }
     }
 
+    /// Bytes the command wrote so far, over every window and stream.
+    pub fn total_raw_bytes(&self) -> u64 {
+        match self {
+            Captures::Merged(sink) => sink.total_raw_bytes(),
+            Captures::Separate { stdout, stderr } => {
+                stdout.total_raw_bytes() + stderr.total_raw_bytes()
+            }
+        }
+    }
+
+    /// The spill file of the one merged stream, once something was written
+    /// to it; `None` for separate streams.
+    pub fn merged_spill_path(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Captures::Merged(sink) => sink.spill_path(),
+            Captures::Separate { .. } => None,
+        }
+    }
+
     /// What arrived since the last take, both streams in one text.
     pub fn take_window(&mut self, opts: &RenderOptions) -> Rendered {
         match self {
@@ -174,6 +193,8 @@ pub struct State {
     pub survivors: Vec<u32>,
     /// A window was taken: its fold marker may name the spill files.
     pub windows_taken: bool,
+    /// [`Captures::total_raw_bytes`] at the last take.
+    pub taken_raw_bytes: u64,
     /// Keep raw output for `wait_for` (sessions: merged output or a PTY).
     pub keep_for_matching: bool,
 }
@@ -192,6 +213,7 @@ impl State {
             match_scanned: 0,
             survivors: Vec::new(),
             windows_taken: false,
+            taken_raw_bytes: 0,
             keep_for_matching: true,
         }
     }

@@ -1,9 +1,14 @@
 //! Per-tool counters and a latency histogram, readable as Prometheus text
 //! (for `--metrics-addr`) and as JSON (for an MCP resource).
+//!
+//! One [`Metrics`] per process: the dispatcher records the registry's
+//! requests into it, and `serve` records its built-in tools (and the number
+//! of live sessions) into the same one.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::result::Status;
@@ -25,6 +30,8 @@ type CounterDef = (&'static str, &'static str, fn(&ToolCounts) -> u64);
 /// One tool's counts.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct ToolCounts {
+    /// Requests answered, whatever the answer.
+    pub calls: u64,
     pub runs: u64,
     pub successes: u64,
     pub failures: u64,
@@ -42,6 +49,8 @@ pub struct ToolCounts {
 #[derive(Debug, Default)]
 pub struct Metrics {
     tools: Mutex<BTreeMap<String, ToolCounts>>,
+    /// Sessions a server holds (started, not yet ended and taken).
+    live_sessions: AtomicU64,
 }
 
 impl Metrics {
@@ -49,13 +58,38 @@ impl Metrics {
         Self::default()
     }
 
-    /// Counts one answered request.
+    /// Counts one answered request and its outcome.
     pub fn record(&self, tool: &str, status: Status, cached: bool, duration: Duration) {
+        self.record_call(tool);
+        self.count_outcome(tool, status, cached, duration);
+    }
+
+    /// Counts one answered request whose outcome is counted apart (or not
+    /// at all): a session's command ends in a later call than its start.
+    pub fn record_call(&self, tool: &str) {
         let mut tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
-        let counts = tools.entry(tool.to_owned()).or_default();
-        if counts.latency_buckets.is_empty() {
-            counts.latency_buckets = vec![0; BUCKETS.len()];
-        }
+        counts_of(&mut tools, tool).calls += 1;
+    }
+
+    /// Counts an outcome without a request: a run of `tool` that ended after
+    /// `duration` (success, failure, timeout), or a refusal.
+    pub fn record_outcome(&self, tool: &str, status: Status, duration: Duration) {
+        self.count_outcome(tool, status, false, duration);
+    }
+
+    /// Sets the gauge of live sessions.
+    pub fn set_live_sessions(&self, sessions: usize) {
+        self.live_sessions.store(sessions as u64, Ordering::Relaxed);
+    }
+
+    /// The gauge of live sessions.
+    pub fn live_sessions(&self) -> u64 {
+        self.live_sessions.load(Ordering::Relaxed)
+    }
+
+    fn count_outcome(&self, tool: &str, status: Status, cached: bool, duration: Duration) {
+        let mut tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+        let counts = counts_of(&mut tools, tool);
         if cached {
             counts.cached += 1;
         }
@@ -89,11 +123,13 @@ impl Metrics {
         self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The counts as JSON: `{"tools": {NAME: {...}}, "buckets": [...]}`.
+    /// The counts as JSON:
+    /// `{"tools": {NAME: {...}}, "buckets_seconds": [...], "live_sessions": N}`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "buckets_seconds": BUCKETS,
             "tools": self.snapshot(),
+            "live_sessions": self.live_sessions(),
         })
     }
 
@@ -101,7 +137,8 @@ impl Metrics {
     pub fn prometheus_text(&self) -> String {
         let tools = self.snapshot();
         let mut out = String::new();
-        let counters: [CounterDef; 8] = [
+        let counters: [CounterDef; 9] = [
+            ("calls", "Requests answered", |c| c.calls),
             ("runs", "Commands run to an end", |c| c.runs),
             ("successes", "Runs that exited 0", |c| c.successes),
             ("failures", "Runs that exited non-zero", |c| c.failures),
@@ -160,8 +197,22 @@ impl Metrics {
                 counts.runs
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_sessions Sessions the server holds."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_sessions gauge");
+        let _ = writeln!(out, "agent_reach_sessions {}", self.live_sessions());
         out
     }
+}
+
+fn counts_of<'a>(tools: &'a mut BTreeMap<String, ToolCounts>, tool: &str) -> &'a mut ToolCounts {
+    let counts = tools.entry(tool.to_owned()).or_default();
+    if counts.latency_buckets.is_empty() {
+        counts.latency_buckets = vec![0; BUCKETS.len()];
+    }
+    counts
 }
 
 fn escape(label: &str) -> String {
@@ -200,5 +251,25 @@ mod tests {
             text.contains("agent_reach_tool_duration_seconds_bucket{tool=\"t\",le=\"+Inf\"} 3")
         );
         assert_eq!(m.to_json()["tools"]["t"]["busy"], 1);
+        assert_eq!(c.calls, 6);
+    }
+
+    #[test]
+    fn outcomes_apart_from_calls_and_the_sessions_gauge() {
+        let m = Metrics::new();
+        m.record_call("exec_command");
+        m.record_call("exec_command");
+        m.record_outcome("exec_command", Status::Failure, Duration::from_millis(30));
+        m.record_outcome("exec_command", Status::Rejected, Duration::ZERO);
+        m.set_live_sessions(2);
+        let c = &m.snapshot()["exec_command"];
+        assert_eq!((c.calls, c.runs, c.failures, c.rejected), (2, 1, 1, 1));
+        let text = m.prometheus_text();
+        assert!(
+            text.contains("agent_reach_tool_calls_total{tool=\"exec_command\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("agent_reach_sessions 2\n"), "{text}");
+        assert_eq!(m.to_json()["live_sessions"], 2);
     }
 }

@@ -7,13 +7,14 @@
 //!
 //! Lifecycle: the session PATH directory and the subreaper are set up before
 //! the runtime starts threads; on stdin EOF, SIGTERM, SIGINT or SIGHUP every
-//! session is killed (escapees too) and the directory removed. If the server
+//! session is killed (escapees too, even those that cleared their
+//! environment: the server claims all its children, see
+//! [`crate::exec::claim_all_children`]) and the directory removed. If the server
 //! itself is killed, a watchdog process kills what it started ([`watchdog`]),
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
 pub mod lenient;
 pub mod logging;
-pub mod metrics;
 pub mod orphans;
 pub mod params;
 pub mod procfs;
@@ -37,8 +38,8 @@ use crate::cli::serve::ServeArgs;
 use crate::cli::session::Session as ProcessSession;
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::registry::metrics_http;
 use crate::registry::{Dispatcher, DispatcherConfig, Registry};
-use metrics::Metrics;
 use server::{AgentReachServer, ServeConfig};
 
 /// How long the runtime may take to stop once every session is killed.
@@ -53,6 +54,11 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
+    // Every child of the server is started by the engine, but for the
+    // watchdog, which registers itself: any other child is an orphan of a
+    // session command (a daemon that left the group and cleared its
+    // environment), which the engine may then kill and reap.
+    crate::exec::claim_all_children();
     // Forked while this is the only thread; see `watchdog`.
     let watchdog = watchdog::start(session.path_dir());
     let filter = ctx
@@ -102,6 +108,9 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         env: ctx.env.clone(),
         path_dir: session.path_dir().to_path_buf(),
         max_sessions: usize::try_from(args.max_sessions).unwrap_or(64),
+        use_cgroup: ctx
+            .var(crate::cli::run::NO_CGROUP_VAR)
+            .is_none_or(|v| v.is_empty() || v == "0"),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -140,16 +149,14 @@ fn resolve_root(args: &ServeArgs, ctx: &ProcessContext) -> Result<PathBuf, Strin
 
 /// Serves on stdio; returns the exit code once every session is killed.
 async fn serve(config: ServeConfig, args: ServeArgs, dispatcher: Arc<Dispatcher>) -> i32 {
-    let metrics = Arc::new(Metrics::default());
-    let server = AgentReachServer::new(config, metrics.clone(), Some(dispatcher));
+    let server = AgentReachServer::new(config, Some(dispatcher));
     if let Some(addr) = args.metrics_addr {
-        let server = server.clone();
-        match metrics::serve(addr, move || metrics.render(server.live_sessions())).await {
-            Ok(task) => {
-                tokio::spawn(task);
+        match metrics_http::bind_metrics(addr).await {
+            Ok(listener) => {
+                tokio::spawn(metrics_http::serve_listener(listener, server.metrics()));
             }
             Err(e) => {
-                eprintln!("agent-reach serve: --metrics-addr {addr}: {e}");
+                eprintln!("agent-reach serve: --metrics-addr: {e}");
                 return exit_code::USAGE;
             }
         }

@@ -14,15 +14,15 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 
 use super::logging::{self, ExecutionEvent};
-use super::metrics::Metrics;
 use super::params::{self, ExecRequest, PollRequest};
 use super::procfs::{self, Procfs};
 use super::registry_tools::RegistryTools;
@@ -30,12 +30,16 @@ use super::reply::{Reply, ReplyState};
 use super::session::{self, Session, WaitOutcome};
 use super::table::{Lookup, SessionTable};
 use super::tools;
-use crate::exec::{Execution, RenderOptions, Rendered, SpawnSpec};
+use crate::exec::{Execution, ExitInfo, RenderOptions, Rendered, SpawnSpec};
+use crate::registry::Metrics;
+use crate::result::Status;
 
 /// How often a waiting call sends a progress notification.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// How long `apply_patch` may take before it is killed.
 const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// The MCP resource with the metrics (the registry's [`Metrics::to_json`]).
+pub const METRICS_URI: &str = "agent-reach://metrics";
 
 /// What the server needs from its start: where commands run, with what.
 #[derive(Debug, Clone)]
@@ -50,6 +54,9 @@ pub struct ServeConfig {
     pub path_dir: PathBuf,
     /// `--max-sessions`.
     pub max_sessions: usize,
+    /// A cgroup per command where the machine allows (off with
+    /// `AGENT_REACH_NO_CGROUP=1`, as for `run`).
+    pub use_cgroup: bool,
 }
 
 /// The MCP server; cheap to clone (one per connection shares the table).
@@ -67,11 +74,27 @@ struct Inner {
 }
 
 /// The tool-level failure of a call: shown to the model as one line.
-struct ToolFailure(String);
+struct ToolFailure {
+    message: String,
+    /// How the metrics count it: a refusal, or `None` when the handler
+    /// already counted the run that failed.
+    counted_as: Option<Status>,
+}
+
+impl ToolFailure {
+    /// A call refused: bad arguments, no such session, a command that
+    /// cannot start.
+    fn refused(message: String) -> Self {
+        Self {
+            message,
+            counted_as: Some(Status::Rejected),
+        }
+    }
+}
 
 impl<E: std::fmt::Display> From<E> for ToolFailure {
     fn from(e: E) -> Self {
-        ToolFailure(e.to_string())
+        ToolFailure::refused(e.to_string())
     }
 }
 
@@ -79,11 +102,12 @@ type ToolResult = Result<CallToolResult, ToolFailure>;
 
 impl AgentReachServer {
     /// A server with the built-in tools and, when given, the registry's.
-    pub fn new(
-        config: ServeConfig,
-        metrics: Arc<Metrics>,
-        registry: Option<Arc<crate::registry::Dispatcher>>,
-    ) -> Self {
+    /// Every tool is counted in one [`Metrics`]: the dispatcher's, when
+    /// there is one.
+    pub fn new(config: ServeConfig, registry: Option<Arc<crate::registry::Dispatcher>>) -> Self {
+        let metrics = registry
+            .as_ref()
+            .map_or_else(|| Arc::new(Metrics::new()), |d| d.metrics());
         let table = Mutex::new(SessionTable::new(config.max_sessions));
         let mut all_tools = tools::builtin_tools();
         let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
@@ -123,11 +147,40 @@ impl AgentReachServer {
             });
         }
         while kills.join_next().await.is_some() {}
+        // Orphans the sessions' kills could not attribute (several ran).
+        let orphans = tokio::task::spawn_blocking(crate::exec::kill_orphans)
+            .await
+            .unwrap_or_default();
+        if !orphans.is_empty() {
+            tracing::info!(pids = ?orphans, "killed orphans of session commands at shutdown");
+        }
+        self.update_sessions_gauge();
     }
 
     /// The number of live sessions.
     pub fn live_sessions(&self) -> usize {
         self.table().live().len()
+    }
+
+    /// The metrics every tool is counted in.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.inner.metrics.clone()
+    }
+
+    fn update_sessions_gauge(&self) {
+        self.inner.metrics.set_live_sessions(self.live_sessions());
+    }
+
+    /// Counts the end of a session's command once, as a run of
+    /// `exec_command` lasting from its start to now.
+    fn count_end(&self, session: &Session, exit: &ExitInfo) {
+        if session.first_to_count_end() {
+            self.inner.metrics.record_outcome(
+                tools::EXEC_COMMAND,
+                exit.status(),
+                session.started.elapsed(),
+            );
+        }
     }
 
     async fn exec_command(&self, args: JsonArgs, ctx: &RequestContext<RoleServer>) -> ToolResult {
@@ -142,7 +195,7 @@ impl AgentReachServer {
         let req = params::exec_request(p, shell, &self.inner.config.root)?;
         let exec = self.spawn(&req).map_err(|e| {
             self.log(&req, started, None, "error", None, 0, false);
-            ToolFailure(e.to_string())
+            ToolFailure::from(e)
         })?;
         let session = Arc::new(Session::new(exec, req.cmd.clone(), req.tty));
         let (id, pruned) = self.table().insert(session.clone());
@@ -176,6 +229,7 @@ impl AgentReachServer {
         spec.timeout = req.timeout;
         spec.session_tag = tag;
         spec.merge_output = true;
+        spec.use_cgroup = cfg.use_cgroup;
         if let Some(policy) = &req.sandbox {
             let policy = policy.parse::<crate::sandbox::Policy>().unwrap_or_default();
             let sandbox = crate::sandbox::SandboxSpec {
@@ -263,11 +317,13 @@ impl AgentReachServer {
             max_output_tokens,
             keep_color: false,
         });
-        session.count_taken(rendered.original_bytes);
         let state = match &exit {
             Some(_) => ReplyState::Exited,
             None => outcome.reply_state(),
         };
+        if let Some(exit) = &exit {
+            self.count_end(session, exit);
+        }
         let exit_code = exit.as_ref().map(session::exit_code_of);
         if let Some(code) = exit_code {
             self.table().end(id, format!("ended with code {code}"));
@@ -299,7 +355,7 @@ impl AgentReachServer {
                     "nothing was written: the process of session {id} had already exited"
                 ));
             } else if !session.tty {
-                return Err(ToolFailure(format!(
+                return Err(ToolFailure::refused(format!(
                     "session {id} runs on pipes and its stdin is closed, so nothing can be typed into it; start the command with exec_command and tty: true to write to it"
                 )));
             } else {
@@ -334,8 +390,10 @@ impl AgentReachServer {
         let nothing_written = if writing { "; nothing was written" } else { "" };
         match self.table().get(id) {
             Lookup::Live(s) => Ok(s),
-            Lookup::Ended(how) => Err(ToolFailure(format!("session {id} {how}{nothing_written}"))),
-            Lookup::Unknown => Err(ToolFailure(format!(
+            Lookup::Ended(how) => Err(ToolFailure::refused(format!(
+                "session {id} {how}{nothing_written}"
+            ))),
+            Lookup::Unknown => Err(ToolFailure::refused(format!(
                 "no session {id}{nothing_written}; list_sessions shows the running ones"
             ))),
         }
@@ -350,10 +408,14 @@ impl AgentReachServer {
             Lookup::Ended(how) => {
                 return Ok(text_result(format!("session {id} already {how}")));
             }
-            Lookup::Unknown => return Err(ToolFailure(format!("no session {id}"))),
+            Lookup::Unknown => return Err(ToolFailure::refused(format!("no session {id}"))),
         };
         let report = session.exec.terminate().await;
-        let exit_code = session.exec.exit_info().as_ref().map(session::exit_code_of);
+        let exit = session.exec.exit_info();
+        if let Some(exit) = &exit {
+            self.count_end(&session, exit);
+        }
+        let exit_code = exit.as_ref().map(session::exit_code_of);
         let how = match exit_code {
             Some(code) => format!("was killed (exit code {code})"),
             None => "was killed".to_owned(),
@@ -437,6 +499,7 @@ impl AgentReachServer {
         ];
         let mut spec = SpawnSpec::new(argv, workdir.clone(), env, cfg.home.clone());
         spec.timeout = Some(APPLY_PATCH_TIMEOUT);
+        spec.use_cgroup = cfg.use_cgroup;
         spec.session_tag = tag;
         let exec = Execution::spawn(spec)?;
         let done = exec
@@ -446,6 +509,11 @@ impl AgentReachServer {
             })
             .await;
         let code = session::exit_code_of(&done.exit);
+        self.inner.metrics.record_outcome(
+            tools::APPLY_PATCH,
+            done.exit.status(),
+            started.elapsed(),
+        );
         logging::execution(&ExecutionEvent {
             tool: tools::APPLY_PATCH,
             argv: &["apply_patch".to_owned()],
@@ -464,9 +532,10 @@ impl AgentReachServer {
             if message.is_empty() {
                 message = done.stdout.text.trim().to_owned();
             }
-            Err(ToolFailure(format!(
-                "apply_patch failed (exit {code}): {message}"
-            )))
+            Err(ToolFailure {
+                message: format!("apply_patch failed (exit {code}): {message}"),
+                counted_as: None,
+            })
         }
     }
 
@@ -520,7 +589,7 @@ fn session_env(parent: &BTreeMap<OsString, OsString>) -> Vec<(OsString, OsString
 
 fn parse<T: DeserializeOwned>(args: JsonArgs) -> Result<T, ToolFailure> {
     let value = serde_json::Value::Object(args.unwrap_or_default());
-    serde_json::from_value(value).map_err(|e| ToolFailure(format!("bad arguments: {e}")))
+    serde_json::from_value(value).map_err(|e| ToolFailure::refused(format!("bad arguments: {e}")))
 }
 
 fn reply_result(reply: &Reply) -> CallToolResult {
@@ -586,44 +655,19 @@ fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
                 pid,
                 age_seconds: round1(s.started.elapsed()),
                 idle_seconds: round1(last.elapsed()),
-                bytes_pending: pending_bytes(s),
+                bytes_pending: s.exec.pending_bytes(),
                 ports: proc.listening_ports(&family),
             }
         })
         .collect()
 }
 
-/// The spill file holding the whole output of a session, found by the
-/// name the engine gives it (`...-<session tag>-output.log` under
-/// `$AGENT_REACH_HOME/spill`). Only looked up when a reply was folded.
+/// The spill file with the whole output, named only when a reply was folded.
 fn full_output_path(exec: &Execution, rendered: &Rendered) -> Option<String> {
     if !rendered.truncated {
         return None;
     }
-    spill_file(exec).map(|p| p.display().to_string())
-}
-
-fn spill_file(exec: &Execution) -> Option<PathBuf> {
-    let spec = exec.spec();
-    let suffix = format!("-{}-output.log", spec.session_tag);
-    std::fs::read_dir(spec.home.join("spill"))
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(&suffix))
-        })
-}
-
-/// Bytes of output that arrived and no reply has carried yet: what the
-/// spill file holds beyond what replies took (an estimate: the file holds
-/// the cleaned stream).
-fn pending_bytes(session: &Session) -> u64 {
-    spill_file(&session.exec)
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len().saturating_sub(session.taken_bytes()))
+    exec.spill_path().map(|p| p.display().to_string())
 }
 
 fn round1(d: Duration) -> f64 {
@@ -634,12 +678,17 @@ const INSTRUCTIONS: &str = "agent-reach runs commands for you. exec_command runs
 
 impl ServerHandler for AgentReachServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "agent-reach",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "agent-reach",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -654,6 +703,40 @@ impl ServerHandler for AgentReachServer {
         self.inner.tools.iter().find(|t| t.name == name).cloned()
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let metrics = Resource::new(METRICS_URI, "metrics")
+            .with_title("agent-reach metrics")
+            .with_description(
+                "Per tool: calls, runs, successes, failures, timeouts, errors, busy, rejected and cached answers, and a latency histogram; and the live sessions.",
+            )
+            .with_mime_type("application/json");
+        Ok(ListResourcesResult::with_all_items(vec![metrics]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri != METRICS_URI {
+            return Err(McpError::resource_not_found(
+                format!(
+                    "no resource {:?}; the one resource is {METRICS_URI}",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        self.update_sessions_gauge();
+        let json = self.inner.metrics.to_json().to_string();
+        let contents = ResourceContents::text(json, METRICS_URI).with_mime_type("application/json");
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -662,6 +745,7 @@ impl ServerHandler for AgentReachServer {
         let started = Instant::now();
         let name = request.name.to_string();
         let args = request.arguments;
+        let builtin = tools::BUILTIN_NAMES.contains(&name.as_str());
         let result = match name.as_str() {
             tools::EXEC_COMMAND => self.exec_command(args, &context).await,
             tools::WRITE_STDIN => self.write_stdin(args, &context).await,
@@ -677,7 +761,7 @@ impl ServerHandler for AgentReachServer {
             {
                 match &self.inner.registry {
                     Some(registry) => Ok(registry.call(other, args).await),
-                    None => Err(ToolFailure(format!("no tool named {other:?}"))),
+                    None => Err(ToolFailure::refused(format!("no tool named {other:?}"))),
                 }
             }
             other => {
@@ -687,12 +771,22 @@ impl ServerHandler for AgentReachServer {
                 ));
             }
         };
-        self.inner
-            .metrics
-            .record(&name, started.elapsed(), result.is_err());
+        // The dispatcher counts the registry's tools itself.
+        if builtin {
+            let metrics = &self.inner.metrics;
+            metrics.record_call(&name);
+            if let Err(ToolFailure {
+                counted_as: Some(status),
+                ..
+            }) = &result
+            {
+                metrics.record_outcome(&name, *status, started.elapsed());
+            }
+        }
+        self.update_sessions_gauge();
         Ok(match result {
             Ok(r) => r,
-            Err(ToolFailure(message)) => CallToolResult::error(vec![ContentBlock::text(message)]),
+            Err(failure) => CallToolResult::error(vec![ContentBlock::text(failure.message)]),
         }
         .into())
     }

@@ -8,7 +8,7 @@
 //! engine and is a separate parameter.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -70,7 +70,8 @@ pub struct Session {
     pub tty: bool,
     pub started: Instant,
     last_call: Mutex<Instant>,
-    taken_bytes: AtomicU64,
+    /// The command's end was counted in the metrics.
+    end_counted: AtomicBool,
 }
 
 impl Prunable for Session {
@@ -88,18 +89,14 @@ impl Session {
             command,
             started: now,
             last_call: Mutex::new(now),
-            taken_bytes: AtomicU64::new(0),
+            end_counted: AtomicBool::new(false),
         }
     }
 
-    /// Counts output bytes a reply carried.
-    pub fn count_taken(&self, bytes: u64) {
-        self.taken_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    /// Output bytes replies carried so far.
-    pub fn taken_bytes(&self) -> u64 {
-        self.taken_bytes.load(Ordering::Relaxed)
+    /// True the first time only: the end of the command is counted once,
+    /// however many calls see it.
+    pub fn first_to_count_end(&self) -> bool {
+        !self.end_counted.swap(true, Ordering::Relaxed)
     }
 
     /// Marks the session as used by a call now.

@@ -3,10 +3,11 @@
 Each check prints one line; any failure exits 1 after printing what the server
 said. Covers: tool list, a command, a server polled until its ready line with
 wait_for, `cat` on a PTY ended with Ctrl-D, a password prompt answered after
-awaiting_input, a kill, a patch, and no process left after the client closes.
+awaiting_input, a kill, a patch, the metrics resource, and no process left after the client closes.
 """
 
 import asyncio
+import json
 import os
 import sys
 import tempfile
@@ -129,6 +130,17 @@ async def main(binary):
             except OSError as e:
                 content = f"({e})"
             check("a patch", not r.isError and "A notes.txt" in text and content == "patched\n", text)
+
+            resources = (await session.list_resources()).resources
+            uris = [str(r.uri) for r in resources]
+            check("the metrics resource is listed", uris == ["agent-reach://metrics"], f"got {uris}")
+            read = await session.read_resource("agent-reach://metrics")
+            body = read.contents[0]
+            metrics = json.loads(body.text)
+            check("the metrics count the calls",
+                  body.mimeType == "application/json"
+                  and metrics["tools"]["exec_command"]["calls"] >= 3
+                  and metrics["tools"]["apply_patch"]["successes"] == 1, body.text)
 
             await call(session, "exec_command", {"cmd": "setsid sleep 900 & sleep 901", "yield_time_ms": 250})
             check("sessions are running before close", len(tagged_pids(tag_prefix)) >= 2, tag_prefix)

@@ -204,3 +204,32 @@ fn secrets_never_reach_the_output() {
         );
     });
 }
+
+#[test]
+fn pending_bytes_and_the_spill_file_of_a_session() {
+    let env = TestEnv::new();
+    runtime().block_on(async {
+        let execution = Execution::spawn(spec(
+            &env,
+            "printf '\\033[1mbold\\033[0m\\n'; printf partial; seq 1 5 >&2; sleep 30",
+            false,
+        ))
+        .unwrap();
+        let raw = 13 + 7 + 10;
+        let start = Instant::now();
+        while execution.pending_bytes() < raw && start.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(execution.pending_bytes(), raw, "raw bytes, both streams");
+        let spill = execution
+            .spill_path()
+            .expect("the merged stream is spilled");
+        assert!(spill.starts_with(env.ar_home().join("spill")), "{spill:?}");
+        let window = execution.take_output(&opts());
+        assert!(window.text.contains("bold"), "{}", window.text);
+        assert_eq!(execution.pending_bytes(), 0);
+        let saved = std::fs::read_to_string(&spill).unwrap();
+        assert!(saved.starts_with("bold\n"), "{saved:?}");
+        bounded("terminate", execution.terminate()).await;
+    });
+}

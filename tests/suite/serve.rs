@@ -739,32 +739,157 @@ fn read_only_sandbox_refuses_writes() {
     });
 }
 
-#[test]
-fn metrics_are_served_over_http() {
-    run(async {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let addr = format!("127.0.0.1:{port}");
-        let s = serve_with(&["--metrics-addr", &addr]).await;
-        s.ok("exec_command", json!({"cmd": "true"})).await;
-        let body = tokio::task::spawn_blocking(move || {
-            use std::io::{Read, Write};
-            let mut stream = std::net::TcpStream::connect(addr).unwrap();
-            stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-            let mut body = String::new();
-            stream.read_to_string(&mut body).unwrap();
-            body
-        })
+/// A port nobody listens on now (bound and released).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The body of `GET /metrics` on `addr`.
+async fn http_metrics(addr: String) -> String {
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).unwrap();
+        body
+    })
+    .await
+    .unwrap()
+}
+
+/// The metrics resource, read over MCP.
+async fn metrics_resource(s: &Served) -> Value {
+    let read = s
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "agent-reach://metrics",
+        ))
         .await
         .unwrap();
-        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
-        assert!(
-            body.contains("agent_reach_tool_calls_total{tool=\"exec_command\"} 1"),
-            "{body}"
+    let [
+        rmcp::model::ResourceContents::TextResourceContents {
+            text, mime_type, ..
+        },
+    ] = read.contents.as_slice()
+    else {
+        panic!("not one text content: {read:?}");
+    };
+    assert_eq!(mime_type.as_deref(), Some("application/json"));
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn one_set_of_metrics_is_a_resource_and_prometheus_text() {
+    run(async {
+        let env = TestEnv::new();
+        let config = env.write(
+            "registry.toml",
+            "[[tools]]\nname = \"greet\"\ncommand = [\"echo\", \"hello\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
         );
+        let addr = format!("127.0.0.1:{}", free_port());
+        let s = serve_in(
+            env,
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "--metrics-addr",
+                &addr,
+            ],
+        )
+        .await;
+        let resources = s.client.list_all_resources().await.unwrap();
+        assert_eq!(resources.len(), 1, "{resources:?}");
+        assert_eq!(resources[0].uri, "agent-reach://metrics");
+        assert_eq!(resources[0].mime_type.as_deref(), Some("application/json"));
+        let unknown = s
+            .client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "agent-reach://nope",
+            ))
+            .await;
+        assert!(unknown.is_err(), "{unknown:?}");
+
+        s.ok("exec_command", json!({"cmd": "true"})).await;
+        s.ok("exec_command", json!({"cmd": "exit 3"})).await;
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "sleep 30", "yield_time_ms": 200}),
+            )
+            .await;
+        let id = v["session_id"].as_u64().unwrap();
+        s.err("write_stdin", json!({"session_id": 999})).await;
+        s.ok("greet", json!({})).await;
+        s.ok(
+            "apply_patch",
+            json!({"input": "*** Begin Patch\n*** Add File: new.txt\n+hi\n*** End Patch\n"}),
+        )
+        .await;
+
+        let m = metrics_resource(&s).await;
+        let exec = &m["tools"]["exec_command"];
+        assert_eq!(exec["calls"], 3, "{m}");
+        assert_eq!(exec["runs"], 2, "the session still runs: {m}");
+        assert_eq!(
+            (&exec["successes"], &exec["failures"]),
+            (&json!(1), &json!(1)),
+            "{m}"
+        );
+        assert_eq!(m["tools"]["write_stdin"]["rejected"], 1, "{m}");
+        assert_eq!(
+            m["tools"]["greet"]["runs"], 1,
+            "registry tools in the same metrics: {m}"
+        );
+        assert_eq!(m["tools"]["apply_patch"]["successes"], 1, "{m}");
+        assert_eq!(m["live_sessions"], 1, "{m}");
+
+        s.ok("kill_session", json!({"session_id": id})).await;
+        let m = metrics_resource(&s).await;
+        assert_eq!(
+            m["tools"]["exec_command"]["runs"], 3,
+            "the killed session ran: {m}"
+        );
+        assert_eq!(m["live_sessions"], 0, "{m}");
+
+        let body = http_metrics(addr).await;
+        assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+        for line in [
+            "agent_reach_tool_calls_total{tool=\"exec_command\"} 3\n",
+            "agent_reach_tool_runs_total{tool=\"exec_command\"} 3\n",
+            "agent_reach_tool_runs_total{tool=\"greet\"} 1\n",
+            "agent_reach_tool_rejected_total{tool=\"write_stdin\"} 1\n",
+            "agent_reach_tool_duration_seconds_count{tool=\"exec_command\"} 3\n",
+            "agent_reach_sessions 0\n",
+        ] {
+            assert!(body.contains(line), "no {line:?} in {body}");
+        }
         s.close().await;
+    });
+}
+
+#[test]
+fn a_metrics_address_off_loopback_is_refused() {
+    run(async {
+        let env = TestEnv::new();
+        let addr = format!("0.0.0.0:{}", free_port());
+        let mut cmd = server_command(&env, &["--metrics-addr", &addr]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let child = cmd.spawn().unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+            .await
+            .expect("serve kept running with a metrics address off loopback")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("not a loopback address"), "{stderr}");
     });
 }
 
@@ -888,5 +1013,179 @@ fn the_log_never_holds_a_registry_secret() {
         let log = std::fs::read_to_string(env.root.path().join("serve.log")).unwrap();
         assert!(log.contains("[REDACTED:DEPLOY_TOKEN]"), "{log}");
         assert!(!log.contains("tok-7f3a9c2e51"), "{log}");
+    });
+}
+
+/// Pids running exactly `sleep <seconds>`.
+fn sleeping(seconds: &str) -> BTreeSet<u32> {
+    let want = format!("sleep\0{seconds}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == want.as_bytes()).then_some(pid)
+        })
+        .collect()
+}
+
+/// Waits until `sleep <seconds>` runs; returns its pids.
+async fn wait_sleeping(seconds: &str) -> BTreeSet<u32> {
+    let start = Instant::now();
+    loop {
+        let pids = sleeping(seconds);
+        if !pids.is_empty() {
+            return pids;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "sleep {seconds} never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until none of `pids` exists, zombies included (killed and reaped).
+async fn wait_reaped(pids: &BTreeSet<u32>, what: &str) {
+    let start = Instant::now();
+    loop {
+        let left: Vec<_> = pids
+            .iter()
+            .filter(|pid| Path::new(&format!("/proc/{pid}")).exists())
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{what}: still there (or not reaped): {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Escapees that clear their environment (so no session tag finds them)
+/// and leave the process group are killed and reaped when their command
+/// ends, when their session is killed, and when the client goes; with a
+/// cgroup per command or without.
+async fn escapees_without_a_tag_are_killed(vars: &[(&str, &str)]) {
+    let mark = |n: u32| format!("7{n}.{}{}", std::process::id(), vars.len());
+    let escape = |seconds: &str| format!("env -i setsid sleep {seconds} &");
+    let s = serve_in_env(TestEnv::new(), &[], vars).await;
+
+    let (ended, killed) = (mark(1), mark(2));
+    let (_, v) = s
+        .ok(
+            "exec_command",
+            json!({"cmd": format!("{} echo started", escape(&ended))}),
+        )
+        .await;
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert!(
+        sleeping(&ended).is_empty(),
+        "the escapee of an ended command runs on: {:?}",
+        sleeping(&ended)
+    );
+
+    let (_, v) = s
+        .ok(
+            "exec_command",
+            json!({"cmd": format!("{} sleep 300", escape(&killed)), "yield_time_ms": 300}),
+        )
+        .await;
+    let id = v["session_id"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("not a session: {v}"));
+    let escapee = wait_sleeping(&killed).await;
+    s.ok("kill_session", json!({"session_id": id})).await;
+    wait_reaped(&escapee, "the escapee of a killed session").await;
+
+    let (first, second) = (mark(3), mark(4));
+    for seconds in [&first, &second] {
+        s.ok(
+            "exec_command",
+            json!({"cmd": format!("{} sleep 300", escape(seconds)), "yield_time_ms": 300}),
+        )
+        .await;
+    }
+    let mut escapees = wait_sleeping(&first).await;
+    escapees.extend(wait_sleeping(&second).await);
+    s.close().await;
+    wait_reaped(&escapees, "escapees after the client closed").await;
+}
+
+#[test]
+fn escapees_without_a_tag_are_killed_with_cgroups_where_available() {
+    run(escapees_without_a_tag_are_killed(&[]));
+}
+
+#[test]
+fn escapees_without_a_tag_are_killed_without_cgroups() {
+    run(escapees_without_a_tag_are_killed(&[(
+        "AGENT_REACH_NO_CGROUP",
+        "1",
+    )]));
+}
+
+#[test]
+fn full_output_path_is_the_engines_spill_file_not_a_look_alike() {
+    run(async {
+        let s = serve().await;
+        let spill = s.env.ar_home().join("spill");
+        // The command knows its session tag: it can plant files that look
+        // like its spill file by name. The reply must name the real one.
+        let cmd = format!(
+            "for i in $(seq 1 100); do echo decoy > \"{}/$i-$AGENT_REACH_SESSION-output.log\"; done; seq 1 200000",
+            spill.display()
+        );
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": cmd, "max_output_tokens": 100}),
+            )
+            .await;
+        assert_eq!(v["truncated"], true, "{v}");
+        let path = v["full_output_path"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no full_output_path: {v}"));
+        let full = std::fs::read_to_string(path).unwrap();
+        assert!(
+            full.starts_with("1\n2\n") && full.ends_with("199999\n200000\n"),
+            "{path} is not the output: {:?}",
+            &full[..full.len().min(40)]
+        );
+        s.close().await;
+    });
+}
+
+#[test]
+fn bytes_pending_counts_what_the_command_wrote_and_no_reply_took() {
+    run(async {
+        let s = serve().await;
+        // 13 bytes of a colored line and 7 of a prompt without a newline:
+        // the cleaned text is shorter, and the prompt is no line yet.
+        let (_, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "sleep 0.5; printf '\\033[1mbold\\033[0m\\n'; printf partial; sleep 60", "yield_time_ms": 100}),
+            )
+            .await;
+        let id = v["session_id"].as_u64().unwrap();
+        let start = Instant::now();
+        let pending = loop {
+            let (_, v) = s.ok("list_sessions", json!({})).await;
+            let pending = v["sessions"][0]["bytes_pending"].as_u64().unwrap();
+            if pending >= 20 || start.elapsed() > Duration::from_secs(10) {
+                break pending;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(pending, 20);
+        let (_, v) = s.ok("write_stdin", json!({"session_id": id})).await;
+        assert!(v["output"].as_str().unwrap().contains("bold"), "{v}");
+        let (_, v) = s.ok("list_sessions", json!({})).await;
+        assert_eq!(v["sessions"][0]["bytes_pending"], 0, "{v}");
+        s.close().await;
     });
 }
