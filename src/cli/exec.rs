@@ -9,15 +9,15 @@
 //! There is no back-pressure beyond the scheduler: a client that sends more
 //! than the queue holds gets `busy` answers with `retry_after_ms`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
+use crate::cli::registry_args::RegistryArgs;
 use crate::cli::session::Session;
 use crate::context::ProcessContext;
 use crate::exit_code;
-use crate::registry::{Dispatcher, DispatcherConfig, Registry};
+use crate::registry::Dispatcher;
 use crate::result::{NormalizedResult, Status};
 
 /// `exec` arguments.
@@ -30,15 +30,8 @@ pub struct ExecArgs {
     /// Many requests, one per line; results as they finish.
     #[arg(long)]
     pub jsonl: bool,
-    /// The registry file (default: the built-in registry).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Narrow the registry to one of its profiles.
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// The project root (default: the current directory).
-    #[arg(long)]
-    pub root: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 /// The largest request `--json` reads (and the longest `--jsonl` line).
@@ -57,27 +50,11 @@ pub fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
         }
     };
     init_logging(&ctx);
-    let Some(root) = args.root.clone().or_else(|| ctx.cwd.clone()) else {
-        eprintln!("agent-reach: the current directory is gone; pass --root DIR");
-        return exit_code::USAGE;
-    };
-    let registry = match Registry::load(args.config.as_deref(), args.profile.as_deref(), &root) {
-        Ok(registry) => registry,
+    let (_root, dispatcher) = match args.registry.session_dispatcher(&ctx, &session) {
+        Ok(ready) => ready,
         Err(err) => {
             eprintln!("agent-reach: {err}");
-            return exit_code::INTERNAL;
-        }
-    };
-    let config = DispatcherConfig::for_session(
-        ctx.env.clone(),
-        ctx.agent_reach_home(),
-        session.sandbox_link(),
-    );
-    let dispatcher = match Dispatcher::new(registry, config) {
-        Ok(dispatcher) => Arc::new(dispatcher),
-        Err(err) => {
-            eprintln!("agent-reach: {err}");
-            return exit_code::INTERNAL;
+            return err.exit_code();
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -4,20 +4,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::cli::registry_args::RegistryArgs;
 use crate::context::ProcessContext;
 
 /// `serve` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// The registry file (default: the built-in registry).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Narrow the registry to one of its profiles.
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Default working directory and the registry's project root.
-    #[arg(long)]
-    pub root: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Write the JSON log lines to this file (appended) instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub log_file: Option<PathBuf>,

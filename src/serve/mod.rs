@@ -27,7 +27,6 @@ pub mod tools;
 pub mod transport;
 pub mod watchdog;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,8 +37,8 @@ use crate::cli::serve::ServeArgs;
 use crate::cli::session::Session as ProcessSession;
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::registry::Dispatcher;
 use crate::registry::metrics_http;
-use crate::registry::{Dispatcher, DispatcherConfig, Registry};
 use server::{AgentReachServer, ServeConfig};
 
 /// How long the runtime may take to stop once every session is killed.
@@ -69,30 +68,11 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         eprintln!("agent-reach serve: {e}");
         return exit_code::USAGE;
     }
-    let root = match resolve_root(&args, &ctx) {
-        Ok(root) => root,
-        Err(message) => {
-            eprintln!("agent-reach serve: {message}");
-            return exit_code::USAGE;
-        }
-    };
-    let registry = match Registry::load(args.config.as_deref(), args.profile.as_deref(), &root) {
-        Ok(registry) => registry,
-        Err(e) => {
-            eprintln!("agent-reach serve: {e}");
-            return exit_code::INTERNAL;
-        }
-    };
-    let dispatcher_config = DispatcherConfig::for_session(
-        ctx.env.clone(),
-        ctx.agent_reach_home(),
-        session.sandbox_link(),
-    );
-    let dispatcher = match Dispatcher::new(registry, dispatcher_config) {
-        Ok(d) => Arc::new(d),
-        Err(e) => {
-            eprintln!("agent-reach serve: {e}");
-            return exit_code::INTERNAL;
+    let (root, dispatcher) = match args.registry.session_dispatcher(&ctx, &session) {
+        Ok(ready) => ready,
+        Err(err) => {
+            eprintln!("agent-reach serve: {err}");
+            return err.exit_code();
         }
     };
     if let Err(e) = &watchdog {
@@ -128,23 +108,6 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     drop(session);
     drop(watchdog);
     code
-}
-
-fn resolve_root(args: &ServeArgs, ctx: &ProcessContext) -> Result<PathBuf, String> {
-    let given = match &args.root {
-        Some(root) => match ctx.cwd() {
-            Ok(cwd) => cwd.join(root),
-            Err(_) => root.clone(),
-        },
-        None => ctx.cwd().map_err(|e| e.to_string())?.to_path_buf(),
-    };
-    let root = given
-        .canonicalize()
-        .map_err(|e| format!("--root {}: {e}", given.display()))?;
-    if !root.is_dir() {
-        return Err(format!("--root {} is not a directory", root.display()));
-    }
-    Ok(root)
 }
 
 /// Serves on stdio; returns the exit code once every session is killed.

@@ -1,0 +1,99 @@
+//! The registry source that `exec`, `serve` and `tools` all take
+//! (`--config`, `--profile`, `--root`), and the one way it becomes a loaded
+//! registry and, in a process with a session, a dispatcher.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::cli::session::Session;
+use crate::context::ProcessContext;
+use crate::exit_code;
+use crate::registry::{Dispatcher, DispatcherConfig, Registry, RegistryError};
+
+/// `--config`, `--profile`, `--root`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RegistryArgs {
+    /// The registry file (default: the built-in registry).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Narrow the registry to one of its profiles.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// The project root: default working directory, and the root `path`
+    /// parameters are confined to (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    /// The project root: `--root` (relative to the working directory), else
+    /// the working directory; resolved, and a directory. The error is one
+    /// line naming the path.
+    pub fn project_root(&self, ctx: &ProcessContext) -> Result<PathBuf, String> {
+        let given = match (&self.root, ctx.cwd()) {
+            (Some(root), Ok(cwd)) => cwd.join(root),
+            (Some(root), Err(_)) => root.clone(),
+            (None, Ok(cwd)) => cwd.to_path_buf(),
+            (None, Err(e)) => return Err(format!("{e}; pass --root DIR")),
+        };
+        let root = given
+            .canonicalize()
+            .map_err(|e| format!("--root {}: {e}", given.display()))?;
+        if !root.is_dir() {
+            return Err(format!("--root {} is not a directory", root.display()));
+        }
+        Ok(root)
+    }
+
+    /// The registry these flags name, for `root`.
+    pub fn load(&self, root: &Path) -> Result<Registry, RegistryError> {
+        Registry::load(self.config.as_deref(), self.profile.as_deref(), root)
+    }
+}
+
+/// Why a registry-using subcommand could not get going.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistrySetupError {
+    /// The project root is unusable (a usage error: exit 2).
+    #[error("{0}")]
+    Root(String),
+    /// The registry did not load.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The dispatcher could not be built from it.
+    #[error(transparent)]
+    Dispatcher(#[from] crate::registry::dispatcher::DispatcherError),
+}
+
+impl RegistrySetupError {
+    /// The exit code the subcommand ends with.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RegistrySetupError::Root(_) => exit_code::USAGE,
+            RegistrySetupError::Registry(_) | RegistrySetupError::Dispatcher(_) => {
+                exit_code::INTERNAL
+            }
+        }
+    }
+}
+
+impl RegistryArgs {
+    /// The project root, the registry and a dispatcher whose commands run
+    /// with this process's session: its PATH entry, its sandbox link, its
+    /// agent-reach home.
+    pub fn session_dispatcher(
+        &self,
+        ctx: &ProcessContext,
+        session: &Session,
+    ) -> Result<(PathBuf, Arc<Dispatcher>), RegistrySetupError> {
+        let root = self.project_root(ctx).map_err(RegistrySetupError::Root)?;
+        let registry = self.load(&root)?;
+        let config = DispatcherConfig::for_session(
+            ctx.env.clone(),
+            ctx.agent_reach_home(),
+            session.sandbox_link(),
+        );
+        let dispatcher = Dispatcher::new(registry, config)?;
+        Ok((root, Arc::new(dispatcher)))
+    }
+}
