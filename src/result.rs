@@ -56,6 +56,24 @@ pub struct ResultError {
     pub survivors: Vec<u32>,
 }
 
+/// Every field of the normalized result, as the contract names them.
+pub const FIELDS: &[&str] = &[
+    "id",
+    "tool",
+    "status",
+    "exit_code",
+    "signal",
+    "stdout",
+    "stderr",
+    "duration_ms",
+    "truncated",
+    "original_bytes",
+    "full_output_path",
+    "sandbox",
+    "cached",
+    "error",
+];
+
 /// The normalized result of one execution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NormalizedResult {
@@ -122,22 +140,7 @@ mod tests {
             "no tool named git_status",
         );
         let value = serde_json::to_value(&result).unwrap();
-        for field in [
-            "id",
-            "tool",
-            "status",
-            "exit_code",
-            "signal",
-            "stdout",
-            "stderr",
-            "duration_ms",
-            "truncated",
-            "original_bytes",
-            "full_output_path",
-            "sandbox",
-            "cached",
-            "error",
-        ] {
+        for field in FIELDS {
             assert!(value.get(field).is_some(), "missing {field}");
         }
         assert_eq!(value["status"], "rejected");

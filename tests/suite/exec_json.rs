@@ -382,22 +382,7 @@ fn exec_json_answers_one_request_and_exits_by_status() {
         .run();
     run.success();
     let result = run.json();
-    for field in [
-        "id",
-        "tool",
-        "status",
-        "exit_code",
-        "signal",
-        "stdout",
-        "stderr",
-        "duration_ms",
-        "truncated",
-        "original_bytes",
-        "full_output_path",
-        "sandbox",
-        "cached",
-        "error",
-    ] {
+    for field in agent_reach::result::FIELDS {
         assert!(result.get(field).is_some(), "missing {field}: {result}");
     }
     assert_eq!(result["id"], "req-7");
