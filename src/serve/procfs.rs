@@ -1,6 +1,6 @@
-//! What `/proc` says about a session's processes: which of them are blocked
-//! reading the terminal (a prompt waiting for an answer), and which TCP ports
-//! they listen on.
+//! What `/proc` says about a session's processes: which belong to it and
+//! which TCP ports they listen on. (Whether one waits at a prompt is the
+//! engine's [`crate::exec::Execution::awaiting_input`].)
 //!
 //! Parsing is pure (unit-tested on sample text); reading is a thin edge that
 //! treats any unreadable file as "nothing to say", since processes come and go
@@ -40,23 +40,6 @@ pub fn parse_stat(text: &str) -> Option<ProcStat> {
         session: field(6)?,
         tpgid: field(8)?,
     })
-}
-
-/// Whether a process is blocked reading a terminal, from its kernel wait
-/// channel (`n_tty_read`) or its current system call (`read`/`readv` on an
-/// fd that `is_tty_fd` says is a terminal). Waiting in `poll`/`select` does
-/// not count: a server on a PTY polls its sockets with a terminal on fd 0,
-/// and calling that a prompt would end a `wait_for` before the ready line.
-pub fn is_terminal_read(wchan: &str, syscall: &str, is_tty_fd: impl Fn(u64) -> bool) -> bool {
-    if wchan.trim() == "n_tty_read" {
-        return true;
-    }
-    let mut fields = syscall.split_ascii_whitespace();
-    let number = fields.next().and_then(|n| n.parse::<i64>().ok());
-    let fd = fields
-        .next()
-        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-    number.is_some_and(|n| n == libc::SYS_read || n == libc::SYS_readv) && fd.is_some_and(is_tty_fd)
 }
 
 /// A listening socket from `/proc/net/tcp{,6}`: its inode and port.
@@ -161,34 +144,6 @@ impl Procfs {
             .collect()
     }
 
-    /// Whether a process of the foreground group `pgrp` of a terminal is
-    /// blocked reading it (a prompt waiting for an answer).
-    pub fn group_reads_terminal(&self, pgrp: i32) -> bool {
-        self.all_stats()
-            .iter()
-            .filter(|s| s.pgrp == pgrp && s.state == 'S')
-            .any(|s| self.reads_terminal(s.pid))
-    }
-
-    /// The foreground process group of `leader`'s controlling terminal.
-    pub fn terminal_foreground(&self, leader: i32) -> Option<i32> {
-        self.stat(leader).map(|s| s.tpgid).filter(|&g| g > 0)
-    }
-
-    fn reads_terminal(&self, pid: i32) -> bool {
-        let dir = self.root.join(pid.to_string());
-        let wchan = fs::read_to_string(dir.join("wchan")).unwrap_or_default();
-        let syscall = fs::read_to_string(dir.join("syscall")).unwrap_or_default();
-        is_terminal_read(&wchan, &syscall, |fd| {
-            fs::read_link(dir.join("fd").join(fd.to_string()))
-                .map(|t| {
-                    let t = t.to_string_lossy();
-                    t.starts_with("/dev/pts/") || t == "/dev/tty" || t.starts_with("/dev/tty")
-                })
-                .unwrap_or(false)
-        })
-    }
-
     /// The TCP ports (v4 and v6) that any of `pids` listens on, sorted.
     pub fn listening_ports(&self, pids: &BTreeSet<i32>) -> Vec<u16> {
         let Some(first) = pids.first() else {
@@ -241,35 +196,6 @@ mod tests {
             }
         );
         assert!(parse_stat("garbage").is_none());
-    }
-
-    #[test]
-    fn terminal_reads_are_recognised() {
-        let tty = |fd: u64| fd == 0 || fd == 5;
-        let read = libc::SYS_read;
-        assert!(is_terminal_read("n_tty_read\n", "", tty));
-        assert!(is_terminal_read(
-            "wait_woken",
-            &format!("{read} 0x0 0x55d0 0x1 0x0"),
-            tty
-        ));
-        assert!(is_terminal_read(
-            "wait_woken",
-            &format!("{read} 0x5 0x55d0 0x1 0x0"),
-            tty
-        ));
-        assert!(!is_terminal_read(
-            "wait_woken",
-            &format!("{read} 0x3 0x55d0 0x1 0x0"),
-            tty
-        ));
-        let poll = libc::SYS_ppoll;
-        assert!(!is_terminal_read(
-            "do_sys_poll",
-            &format!("{poll} 0x7ffd 0x2 0x0"),
-            tty
-        ));
-        assert!(!is_terminal_read("", "running", tty));
     }
 
     #[test]

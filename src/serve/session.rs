@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use tokio_util::sync::CancellationToken;
 
-use super::procfs::Procfs;
 use super::reply::ReplyState;
 use super::table::Prunable;
 use crate::exec::{Execution, ExitInfo, WaitEnd};
@@ -138,7 +137,6 @@ impl Session {
         mut on_tick: impl FnMut(),
     ) -> WaitOutcome {
         let call_started = Instant::now();
-        let procfs = Procfs::default();
         loop {
             let now = Instant::now();
             if now >= until {
@@ -155,16 +153,10 @@ impl Session {
             }
             on_tick();
             if self.tty && self.quiet_since(call_started) >= PROMPT_QUIET {
-                let leader = self.exec.pid() as i32;
-                let foreground = self.exec.pty_foreground_pgid();
-                let procfs = procfs.clone();
-                let blocked = tokio::task::spawn_blocking(move || {
-                    foreground
-                        .or_else(|| procfs.terminal_foreground(leader))
-                        .is_some_and(|pgrp| procfs.group_reads_terminal(pgrp))
-                })
-                .await
-                .unwrap_or(false);
+                let exec = self.exec.clone();
+                let blocked = tokio::task::spawn_blocking(move || exec.awaiting_input())
+                    .await
+                    .unwrap_or(false);
                 if blocked && self.exec.exit_info().is_none() {
                     return WaitOutcome::AwaitingInput;
                 }
