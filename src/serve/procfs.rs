@@ -8,39 +8,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The fields of `/proc/<pid>/stat` this module needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcStat {
-    pub pid: i32,
-    pub state: char,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub session: i32,
-    /// The foreground process group of the controlling terminal, -1 if none.
-    pub tpgid: i32,
-}
-
-/// Parses one `/proc/<pid>/stat` line. The command name is in parentheses
-/// and may itself contain spaces and parentheses, so fields are counted from
-/// the last `)`.
-pub fn parse_stat(text: &str) -> Option<ProcStat> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let pid = text.get(..open)?.trim().parse().ok()?;
-    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    // rest[0] is field 3 (state); field N is rest[N - 3].
-    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<i32>().ok());
-    Some(ProcStat {
-        pid,
-        state: rest.first()?.chars().next()?,
-        ppid: field(4)?,
-        pgrp: field(5)?,
-        session: field(6)?,
-        tpgid: field(8)?,
-    })
-}
+use crate::exec::procfs::ProcStat;
 
 /// A listening socket from `/proc/net/tcp{,6}`: its inode and port.
 pub fn parse_listening(table: &str) -> Vec<(u64, u16)> {
@@ -94,109 +64,41 @@ pub fn family(stats: &[ProcStat], root: i32, tagged: &BTreeSet<i32>) -> BTreeSet
     found
 }
 
-/// Reads `/proc`.
-#[derive(Debug, Clone)]
-pub struct Procfs {
-    root: PathBuf,
-}
-
-impl Default for Procfs {
-    fn default() -> Self {
-        Self {
-            root: PathBuf::from("/proc"),
-        }
+/// The TCP ports (v4 and v6) that any of `pids` listens on, sorted.
+pub fn listening_ports(pids: &BTreeSet<i32>) -> Vec<u16> {
+    let Some(first) = pids.first() else {
+        return Vec::new();
+    };
+    let net = Path::new("/proc").join(first.to_string()).join("net");
+    let mut by_inode: BTreeMap<u64, u16> = BTreeMap::new();
+    for table in ["tcp", "tcp6"] {
+        let text = fs::read_to_string(net.join(table)).unwrap_or_default();
+        by_inode.extend(parse_listening(&text));
     }
-}
-
-impl Procfs {
-    /// One process's stat, if it still exists.
-    pub fn stat(&self, pid: i32) -> Option<ProcStat> {
-        parse_stat(&fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?)
+    if by_inode.is_empty() {
+        return Vec::new();
     }
-
-    /// Every process's stat.
-    pub fn all_stats(&self) -> Vec<ProcStat> {
-        self.pids()
-            .into_iter()
-            .filter_map(|p| self.stat(p))
-            .collect()
-    }
-
-    fn pids(&self) -> Vec<i32> {
-        fs::read_dir(&self.root)
-            .map(|dir| {
-                dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Pids whose environment holds `AGENT_REACH_SESSION=<tag>` exactly.
-    pub fn tagged(&self, tag: &str) -> BTreeSet<i32> {
-        let needle = format!("AGENT_REACH_SESSION={tag}");
-        self.pids()
-            .into_iter()
-            .filter(|pid| {
-                fs::read(self.root.join(pid.to_string()).join("environ"))
-                    .map(|env| env.split(|&b| b == 0).any(|v| v == needle.as_bytes()))
-                    .unwrap_or(false)
-            })
-            .collect()
-    }
-
-    /// The TCP ports (v4 and v6) that any of `pids` listens on, sorted.
-    pub fn listening_ports(&self, pids: &BTreeSet<i32>) -> Vec<u16> {
-        let Some(first) = pids.first() else {
-            return Vec::new();
+    let mut ports = BTreeSet::new();
+    for pid in pids {
+        let Ok(fds) = fs::read_dir(Path::new("/proc").join(pid.to_string()).join("fd")) else {
+            continue;
         };
-        let net = self.root.join(first.to_string()).join("net");
-        let mut by_inode: BTreeMap<u64, u16> = BTreeMap::new();
-        for table in ["tcp", "tcp6"] {
-            let text = fs::read_to_string(net.join(table)).unwrap_or_default();
-            by_inode.extend(parse_listening(&text));
-        }
-        if by_inode.is_empty() {
-            return Vec::new();
-        }
-        let mut ports = BTreeSet::new();
-        for pid in pids {
-            let Ok(fds) = fs::read_dir(self.root.join(pid.to_string()).join("fd")) else {
-                continue;
-            };
-            for fd in fds.flatten() {
-                if let Some(port) = fs::read_link(fd.path())
-                    .ok()
-                    .and_then(|l| socket_inode(&l))
-                    .and_then(|i| by_inode.get(&i))
-                {
-                    ports.insert(*port);
-                }
+        for fd in fds.flatten() {
+            if let Some(port) = fs::read_link(fd.path())
+                .ok()
+                .and_then(|l| socket_inode(&l))
+                .and_then(|i| by_inode.get(&i))
+            {
+                ports.insert(*port);
             }
         }
-        ports.into_iter().collect()
     }
+    ports.into_iter().collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_with_odd_command_name_parses() {
-        let s = parse_stat("4242 (my (odd) cmd) S 4000 4242 3999 34817 4242 4194304 0 0").unwrap();
-        assert_eq!(
-            s,
-            ProcStat {
-                pid: 4242,
-                state: 'S',
-                ppid: 4000,
-                pgrp: 4242,
-                session: 3999,
-                tpgid: 4242,
-            }
-        );
-        assert!(parse_stat("garbage").is_none());
-    }
 
     #[test]
     fn listening_sockets_are_read_from_the_tcp_table() {
@@ -209,11 +111,10 @@ mod tests {
     fn st(pid: i32, ppid: i32, pgrp: i32) -> ProcStat {
         ProcStat {
             pid,
-            state: 'S',
+            state: b'S',
             ppid,
             pgrp,
             session: 1,
-            tpgid: -1,
         }
     }
 
@@ -237,6 +138,6 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let me = BTreeSet::from([std::process::id() as i32]);
-        assert!(Procfs::default().listening_ports(&me).contains(&port));
+        assert!(listening_ports(&me).contains(&port));
     }
 }

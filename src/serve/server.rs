@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 
 use super::logging::{self, ExecutionEvent};
 use super::params::{self, ExecRequest, PollRequest};
-use super::procfs::{self, Procfs};
+use super::procfs;
 use super::registry_tools::RegistryTools;
 use super::reply::{Reply, ReplyState};
 use super::session::{self, Session, WaitOutcome};
@@ -634,13 +634,20 @@ struct SessionRow {
 }
 
 fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
-    let proc = Procfs::default();
-    let stats = proc.all_stats();
+    let stats: Vec<_> = crate::exec::procfs::all_pids()
+        .into_iter()
+        .filter_map(crate::exec::procfs::stat)
+        .collect();
     sessions
         .iter()
         .map(|(id, s)| {
             let pid = s.exec.pid();
-            let tagged = proc.tagged(&s.exec.spec().session_tag);
+            let tagged: std::collections::BTreeSet<i32> = crate::exec::procfs::tagged_pids(
+                crate::exec::SESSION_VAR,
+                &s.exec.spec().session_tag,
+            )
+            .into_iter()
+            .collect();
             let family = procfs::family(&stats, pid as i32, &tagged);
             let last = s
                 .exec
@@ -656,7 +663,7 @@ fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
                 age_seconds: round1(s.started.elapsed()),
                 idle_seconds: round1(last.elapsed()),
                 bytes_pending: s.exec.pending_bytes(),
-                ports: proc.listening_ports(&family),
+                ports: procfs::listening_ports(&family),
             }
         })
         .collect()
