@@ -19,7 +19,7 @@ use super::kinds;
 use super::metrics::{Metrics, RAW_COMMAND_LABEL, UNKNOWN_TOOL_LABEL};
 use super::model::{CwdPolicy, Risk, ToolSpec};
 use super::params::{PathContext, expand, validate_extra, validate_named};
-use super::request::{Args, Request, Target};
+use super::request::{Args, Malformed, Request, Target};
 use super::runner::{RunPlan, Runner};
 use super::secrets::{SECRETS_FILE_VAR, SecretStore, SecretsError, redact_text};
 use super::{Availability, Registry};
@@ -180,19 +180,16 @@ impl Dispatcher {
 
     /// Answers one request line (JSON); a malformed line gets a `rejected` result.
     pub async fn handle_line(&self, line: &str) -> NormalizedResult {
-        match Request::from_line(line) {
-            Ok(request) => self.handle(request).await,
-            Err(malformed) => self.finish_refused(
-                malformed.id,
-                malformed.tool,
-                reject(malformed.kind, UNKNOWN_TOOL_LABEL, malformed.message),
-            ),
-        }
+        self.handle_parsed(Request::from_line(line)).await
     }
 
     /// Answers one JSON request.
     pub async fn handle_json(&self, value: &Value) -> NormalizedResult {
-        match Request::from_json(value) {
+        self.handle_parsed(Request::from_json(value)).await
+    }
+
+    async fn handle_parsed(&self, parsed: Result<Request, Malformed>) -> NormalizedResult {
+        match parsed {
             Ok(request) => self.handle(request).await,
             Err(malformed) => self.finish_refused(
                 malformed.id,
