@@ -96,6 +96,8 @@ pub struct CgroupGuard {
     dir: PathBuf,
     procs: OwnedFd,
     dir_fd: OwnedFd,
+    /// Set once the directory is gone, so the drop does not try again.
+    removed: AtomicBool,
 }
 
 impl CgroupGuard {
@@ -118,7 +120,12 @@ impl CgroupGuard {
             Ok((procs, dir_fd))
         });
         match made {
-            Ok((procs, dir_fd)) => Ok(Self { dir, procs, dir_fd }),
+            Ok((procs, dir_fd)) => Ok(Self {
+                dir,
+                procs,
+                dir_fd,
+                removed: AtomicBool::new(false),
+            }),
             Err(err) => {
                 let _ = fs::remove_dir(&dir);
                 UNAVAILABLE.store(true, Ordering::Relaxed);
@@ -175,12 +182,17 @@ impl CgroupGuard {
     /// clean-up, so no exit of the process can leave it behind); the drop
     /// tries again.
     pub fn remove_if_empty(&self) {
-        let _ = fs::remove_dir(&self.dir);
+        if fs::remove_dir(&self.dir).is_ok() {
+            self.removed.store(true, Ordering::Relaxed);
+        }
     }
 }
 
 impl Drop for CgroupGuard {
     fn drop(&mut self) {
+        if *self.removed.get_mut() {
+            return;
+        }
         for _ in 0..40 {
             match fs::remove_dir(&self.dir) {
                 Ok(()) => return,
