@@ -10,6 +10,7 @@ pub mod context;
 pub mod dispatch;
 pub mod exec;
 pub mod exit_code;
+pub mod logging;
 pub mod output;
 pub mod path_guard;
 pub mod registry;

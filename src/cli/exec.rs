@@ -37,9 +37,6 @@ pub struct ExecArgs {
 /// The largest request `--json` reads (and the longest `--jsonl` line).
 const MAX_REQUEST_BYTES: usize = 16 << 20;
 
-/// The environment variable with a log filter for stderr (e.g. `info`, `debug`).
-pub const LOG_VAR: &str = "AGENT_REACH_LOG";
-
 /// `agent-reach exec ...`.
 pub fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
     let session = match Session::start(&mut ctx) {
@@ -80,20 +77,13 @@ pub fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
 }
 
 fn init_logging(ctx: &ProcessContext) {
-    let Some(filter) = ctx
-        .var(LOG_VAR)
+    if let Some(filter) = ctx
+        .var(crate::logging::LOG_FILTER_VAR)
         .and_then(|v| v.to_str())
         .filter(|v| !v.is_empty())
-    else {
-        return;
-    };
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    {
+        crate::logging::init_stderr_text(filter);
+    }
 }
 
 fn to_line(result: &NormalizedResult) -> Vec<u8> {

@@ -3,7 +3,7 @@
 //! A session table ([`table`]) on top of the exec engine, served with the
 //! official Rust SDK (rmcp) on stdio. stdout is the protocol and nothing else
 //! ever goes there ([`transport`]); logs are JSON lines on stderr or
-//! `--log-file` ([`logging`]).
+//! `--log-file` ([`crate::logging`]).
 //!
 //! Lifecycle: the session PATH directory and the subreaper are set up before
 //! the runtime starts threads; on stdin EOF, SIGTERM, SIGINT or SIGHUP every
@@ -14,7 +14,6 @@
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
 pub mod lenient;
-pub mod logging;
 pub mod orphans;
 pub mod params;
 pub mod procfs;
@@ -61,10 +60,10 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     // Forked while this is the only thread; see `watchdog`.
     let watchdog = watchdog::start(session.path_dir());
     let filter = ctx
-        .var(logging::LOG_FILTER_VAR)
+        .var(crate::logging::LOG_FILTER_VAR)
         .and_then(|v| v.to_str())
         .map(str::to_owned);
-    if let Err(e) = logging::init(args.log_file.as_deref(), filter.as_deref()) {
+    if let Err(e) = crate::logging::init(args.log_file.as_deref(), filter.as_deref()) {
         eprintln!("agent-reach serve: {e}");
         return exit_code::USAGE;
     }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value};
 
-use super::logging::{self, ExecutionEvent};
+use crate::logging::{self, ExecutionEvent};
 use crate::registry::{Dispatcher, Request};
 use crate::result::Status;
 

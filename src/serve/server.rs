@@ -22,7 +22,6 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 
-use super::logging::{self, ExecutionEvent};
 use super::params::{self, ExecRequest, PollRequest};
 use super::procfs;
 use super::registry_tools::RegistryTools;
@@ -31,6 +30,7 @@ use super::session::{self, Session, WaitOutcome};
 use super::table::{Lookup, SessionTable};
 use super::tools;
 use crate::exec::{Execution, ExitInfo, RenderOptions, Rendered, SpawnSpec};
+use crate::logging::{self, ExecutionEvent};
 use crate::registry::Metrics;
 use crate::result::Status;
 

@@ -1,6 +1,8 @@
-//! Structured logs: JSON lines on stderr or `--log-file`, never on stdout
-//! (stdout is the protocol). One event per execution, with the fields an
-//! operator needs to tell what ran, where, for how long and how it ended.
+//! Logs, in one place for every subcommand: `serve` writes JSON lines on
+//! stderr or `--log-file`, never on stdout (stdout is the protocol), one
+//! event per execution with the fields an operator needs to tell what ran,
+//! where, for how long and how it ended; `exec` writes plain lines on stderr
+//! when `$AGENT_REACH_LOG` asks for them.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,17 @@ use tracing_subscriber::EnvFilter;
 
 /// The environment variable that overrides the log filter (`info` by default).
 pub const LOG_FILTER_VAR: &str = "AGENT_REACH_LOG";
+
+/// Installs a plain-text subscriber on stderr with `filter` (`exec`'s
+/// logs: nothing unless asked for, since its stdout is the results).
+pub fn init_stderr_text(filter: &str) {
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
 
 /// The log file could not be opened.
 #[derive(Debug, thiserror::Error)]
