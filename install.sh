@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # install.sh: build agent-reach from this checkout and install it.
 #
-#   ./install.sh [--with-aliases]
+#   ./install.sh [--with-aliases] [--build-only]
 #
 # Builds the release binary with the locked dependencies, installs
 # `agent-reach` to ${PREFIX:-$HOME/.local}/bin and, with --with-aliases, the
 # personality links (apply_patch, applypatch, agent-reach-sandbox,
 # agent-reach-exec) beside it. Running it again replaces what it installed.
+# On Linux with glibc the binary is linked statically (static-pie): every
+# start skips loading three shared libraries, about 0.5 ms of each `run`.
+# --build-only builds and prints the binary's path, installing nothing.
 set -euo pipefail
 
 with_aliases=0
+build_only=0
 for arg in "$@"; do
   case "$arg" in
     --with-aliases) with_aliases=1 ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --build-only) build_only=1 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,12 +38,38 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "install.sh: building the release binary (cargo build --release --locked)..."
-cargo build --release --locked --manifest-path "$here/Cargo.toml"
-target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$here/Cargo.toml" \
+manifest="$here/Cargo.toml"
+host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+built_static=0
+case "$host" in
+  *-linux-gnu)
+    # crt-static only for the final link (`cargo rustc` passes the flag to
+    # the binary alone): as a global RUSTFLAGS it would break proc-macros.
+    echo "install.sh: building the release binary, statically linked (cargo rustc --release --locked --bin agent-reach -- -C target-feature=+crt-static)..." >&2
+    if cargo rustc --release --locked --bin agent-reach --manifest-path "$manifest" \
+        -- -C target-feature=+crt-static >&2; then
+      built_static=1
+    else
+      echo "install.sh: the static link failed (no static libc?); building the dynamic binary instead" >&2
+    fi
+    ;;
+esac
+if [ "$built_static" = 0 ]; then
+  echo "install.sh: building the release binary (cargo build --release --locked)..." >&2
+  cargo build --release --locked --manifest-path "$manifest" >&2
+fi
+target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$manifest" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null \
   || echo "$here/target")
 built="$target_dir/release/agent-reach"
+if ! "$built" --version >/dev/null; then
+  echo "install.sh: the built binary $built does not start" >&2
+  exit 1
+fi
+if [ "$build_only" = 1 ]; then
+  echo "$built"
+  exit 0
+fi
 
 mkdir -p "$bindir"
 # Copy to a temporary name, then rename: a running agent-reach keeps working.

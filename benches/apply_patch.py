@@ -11,7 +11,7 @@ apply_patch / git apply; exits non-zero if a result tree is wrong.
 
 usage: benches/apply_patch.py [--runs N] [--binary PATH]
   (default binary: target/release/agent-reach; build it with
-   `cargo build --release` first)
+   `./install.sh --build-only` first)
 """
 
 import argparse
@@ -131,7 +131,7 @@ def main():
     parser.add_argument("--binary", default=os.path.join(ROOT, "target/release/agent-reach"))
     args = parser.parse_args()
     if not os.access(args.binary, os.X_OK):
-        sys.exit(f"no executable at {args.binary}: run `cargo build --release` first")
+        sys.exit(f"no executable at {args.binary}: run `./install.sh --build-only` first")
     git = shutil.which("git")
     if not git:
         sys.exit("git not found: it is the baseline")

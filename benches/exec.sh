@@ -11,8 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-200}
-cargo build --release --quiet
-bin=$PWD/target/release/agent-reach
+bin=$(./install.sh --build-only 2>/dev/null) # the shipped (static) build
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export AGENT_REACH_HOME=$work/home

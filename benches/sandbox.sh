@@ -16,10 +16,10 @@
 set -euo pipefail
 rounds="${1:-400}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-cargo build --release --quiet --manifest-path "$repo/Cargo.toml"
+bin="$("$repo/install.sh" --build-only 2>/dev/null)" # the shipped (static) build
 work="$(mktemp -d "${TMPDIR:-/tmp}/ar-sandbox-bench.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-ln -s "$repo/target/release/agent-reach" "$work/agent-reach-sandbox"
+ln -s "$bin" "$work/agent-reach-sandbox"
 mkdir -p "$work/plain" "$work/repo/.git/hooks" "$work/repo/src"
 for n in $(seq 1 30); do : > "$work/repo/file$n"; done
 cd "$work/plain"

@@ -11,24 +11,62 @@ use std::fs;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::Duration;
 
 /// Set once creating a cgroup failed: later executions do not try again.
 static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 
+/// Empty cgroups of finished executions, kept for the next ones: creating
+/// and removing a cgroup costs the kernel more than the rest of a trivial
+/// command's start (and a kworker's time after each removal).
+static POOL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// How many empty cgroups the pool keeps at most.
+const POOL_MAX: usize = 64;
+
+fn pool() -> MutexGuard<'static, Vec<PathBuf>> {
+    POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Removes the pooled cgroups; runs at exit (a process killed with SIGKILL
+/// leaves them to the next start's sweep, as their names carry its pid).
+pub fn release_pool() {
+    for dir in pool().drain(..) {
+        let _ = fs::remove_dir(dir);
+    }
+}
+
+extern "C" fn release_pool_at_exit() {
+    release_pool();
+}
+
 /// The cgroup2 directory we run in, if there is a cgroup2 mount.
 fn own_cgroup_dir() -> Option<&'static Path> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-        let mount = cgroup2_mount_point(&mountinfo)?;
-        let cgroups = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let mount = usual_cgroup2_mount().or_else(|| {
+            let mountinfo = crate::exec::procfs::read_small("/proc/self/mountinfo")?;
+            cgroup2_mount_point(&mountinfo)
+        })?;
+        let cgroups = crate::exec::procfs::read_small("/proc/self/cgroup")?;
         let own = unified_cgroup_path(&cgroups)?;
         Some(mount.join(own.trim_start_matches('/')))
     })
     .as_deref()
+}
+
+/// Where systemd and most container runtimes mount cgroup2: the whole
+/// hierarchy, or its unified part on a hybrid one. Two `statfs` calls save
+/// generating and parsing the mount table at every start.
+fn usual_cgroup2_mount() -> Option<PathBuf> {
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .find(|path| {
+            nix::sys::statfs::statfs(*path)
+                .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+        })
+        .map(PathBuf::from)
 }
 
 /// The mount point of the first cgroup2 filesystem in a mountinfo text.
@@ -110,22 +148,17 @@ impl CgroupGuard {
         }
         let base = own_cgroup_dir().ok_or_else(unavailable)?;
         remove_stale_once(base);
+        while let Some(dir) = pool().pop() {
+            match open_cgroup(&dir) {
+                Ok(guard) => return Ok(guard),
+                Err(_) => {
+                    let _ = fs::remove_dir(&dir);
+                }
+            }
+        }
         let dir = base.join(format!("{PREFIX}{tag}"));
-        let made = fs::create_dir(&dir).and_then(|()| {
-            let procs = fs::OpenOptions::new()
-                .write(true)
-                .open(dir.join("cgroup.procs"))
-                .map(OwnedFd::from)?;
-            let dir_fd = fs::File::open(&dir).map(OwnedFd::from)?;
-            Ok((procs, dir_fd))
-        });
-        match made {
-            Ok((procs, dir_fd)) => Ok(Self {
-                dir,
-                procs,
-                dir_fd,
-                removed: AtomicBool::new(false),
-            }),
+        match fs::create_dir(&dir).and_then(|()| open_cgroup(&dir)) {
+            Ok(guard) => Ok(guard),
             Err(err) => {
                 let _ = fs::remove_dir(&dir);
                 UNAVAILABLE.store(true, Ordering::Relaxed);
@@ -150,8 +183,12 @@ impl CgroupGuard {
         self.dir_fd.as_raw_fd()
     }
 
-    /// The processes inside (zombies are not listed).
+    /// The processes inside (zombies are not listed); none once the
+    /// cgroup was released (it may be another execution's by then).
     pub fn members(&self) -> Vec<i32> {
+        if self.removed.load(Ordering::Acquire) {
+            return Vec::new();
+        }
         fs::read_to_string(self.dir.join("cgroup.procs"))
             .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
             .unwrap_or_default()
@@ -167,6 +204,9 @@ impl CgroupGuard {
 
     /// SIGKILLs everything inside, including what forks while we kill.
     pub fn kill_all(&self) {
+        if self.removed.load(Ordering::Acquire) {
+            return;
+        }
         let written = fs::OpenOptions::new()
             .write(true)
             .open(self.dir.join("cgroup.kill"))
@@ -178,14 +218,46 @@ impl CgroupGuard {
 }
 
 impl CgroupGuard {
-    /// Removes the directory now if it is empty (done at the end of a
-    /// clean-up, so no exit of the process can leave it behind); the drop
-    /// tries again.
-    pub fn remove_if_empty(&self) {
+    /// Lets the cgroup go once it is empty (done at the end of a clean-up,
+    /// so no exit of the process can leave it behind): into the pool for
+    /// the next execution, or removed when the pool is full. After this the
+    /// guard never touches it again; the drop tries again if it was not
+    /// empty.
+    pub fn release(&self) {
+        if self.removed.load(Ordering::Acquire) || !self.members().is_empty() {
+            return;
+        }
+        let mut pool = pool();
+        if pool.len() < POOL_MAX {
+            static AT_EXIT: Once = Once::new();
+            // SAFETY: registering a plain extern "C" function.
+            AT_EXIT.call_once(|| unsafe {
+                libc::atexit(release_pool_at_exit);
+            });
+            pool.push(self.dir.clone());
+            self.removed.store(true, Ordering::Release);
+            return;
+        }
+        drop(pool);
         if fs::remove_dir(&self.dir).is_ok() {
-            self.removed.store(true, Ordering::Relaxed);
+            self.removed.store(true, Ordering::Release);
         }
     }
+}
+
+/// A guard on an existing (new or pooled) cgroup directory.
+fn open_cgroup(dir: &Path) -> std::io::Result<CgroupGuard> {
+    let procs = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.procs"))
+        .map(OwnedFd::from)?;
+    let dir_fd = fs::File::open(dir).map(OwnedFd::from)?;
+    Ok(CgroupGuard {
+        dir: dir.to_path_buf(),
+        procs,
+        dir_fd,
+        removed: AtomicBool::new(false),
+    })
 }
 
 impl Drop for CgroupGuard {
@@ -222,6 +294,38 @@ mod tests {
             cgroup2_mount_point("1 2 0:1 / / rw - ext4 /dev/x rw\n"),
             None
         );
+    }
+
+    #[test]
+    fn a_released_cgroup_is_reused_and_its_old_guard_lets_it_be() {
+        let first = match CgroupGuard::create("ar-test-pool-a") {
+            Ok(guard) => guard,
+            Err(err) => {
+                eprintln!("SKIPPED: no writable cgroup2 here ({err})");
+                return;
+            }
+        };
+        first.release();
+        let second = CgroupGuard::create("ar-test-pool-b").unwrap();
+        assert_eq!(second.dir(), first.dir(), "the pooled directory is taken");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        fs::write(second.dir().join("cgroup.procs"), pid.to_string()).unwrap();
+        assert_eq!(second.members(), vec![pid]);
+        assert!(first.members().is_empty(), "the old guard sees nothing");
+        first.kill_all();
+        drop(first);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the old guard killed it"
+        );
+        second.kill_all();
+        child.wait().unwrap();
+        drop(second);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
+use super::clone_vm::{ChildStack, clone_vm};
 use super::spawner::{ChildStdio, ForkRequest};
 
 const CLONE_PIDFD: u64 = 0x1000;
@@ -90,8 +91,9 @@ struct ChildPlan {
     report: RawFd,
 }
 
-/// Starts `request` in the cgroup whose directory `cgroup_dir` is open.
-pub fn spawn(request: &ForkRequest, cgroup_dir: RawFd) -> Result<Cloned, CloneError> {
+/// Starts `request`, born in the cgroup whose directory `cgroup_dir` is
+/// open when one is given.
+pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned, CloneError> {
     let failed = CloneError::Failed;
     let program = cstring(request.program.as_os_str())?;
     let argv: Vec<CString> = request
@@ -154,28 +156,61 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: RawFd) -> Result<Cloned, CloneEr
     };
     let mut pidfd: libc::c_int = -1;
     let mut args = CloneArgs {
-        flags: CLONE_PIDFD | CLONE_INTO_CGROUP,
+        flags: CLONE_PIDFD
+            | if cgroup_dir.is_some() {
+                CLONE_INTO_CGROUP
+            } else {
+                0
+            },
         pidfd: std::ptr::addr_of_mut!(pidfd) as u64,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: cgroup_dir as u64,
+        cgroup: cgroup_dir.map_or(0, |fd| fd as u64),
         ..CloneArgs::default()
     };
     // Signals stay blocked across the clone so no handler of ours runs in
-    // the child; the child unblocks them before exec.
+    // the child; the child resets the handlers, then unblocks them.
     let blocked = AllSignalsBlockedGuard::new();
-    // SAFETY: clone3 without CLONE_VM is a fork: the child gets a copy of
-    // our memory, in which every pointer of `plan` stays valid.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            std::ptr::addr_of_mut!(args),
+    let mut stack = ChildStack::new();
+    let (stack_low, stack_size) = stack.bounds();
+    let mut vm_args = CloneArgs {
+        flags: args.flags | libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64,
+        stack: stack_low,
+        stack_size,
+        ..args
+    };
+    // SAFETY: the stack is ours and outlives the call (CLONE_VFORK returns
+    // once the child exec'd or exited); `child_entry` only makes
+    // async-signal-safe calls and never returns; signals are blocked.
+    let shared_memory = unsafe {
+        clone_vm(
+            std::ptr::addr_of_mut!(vm_args).cast(),
             std::mem::size_of::<CloneArgs>(),
+            child_entry,
+            std::ptr::addr_of!(plan).cast(),
         )
     };
-    if pid == 0 {
-        // SAFETY: in the child; `old` was initialized before the clone.
-        unsafe { child(&plan) }
-    }
+    let pid = match shared_memory {
+        Some(result) if result < 0 => {
+            // SAFETY: errno of this thread, set to what the raw call returned.
+            unsafe { *libc::__errno_location() = (-result) as i32 };
+            -1
+        }
+        Some(pid) => pid,
+        // SAFETY: clone3 without CLONE_VM is a fork: the child gets a copy
+        // of our memory, in which every pointer of `plan` stays valid.
+        None => unsafe {
+            let pid = libc::syscall(
+                libc::SYS_clone3,
+                std::ptr::addr_of_mut!(args),
+                std::mem::size_of::<CloneArgs>(),
+            );
+            if pid == 0 {
+                child(&plan)
+            }
+            pid
+        },
+    };
+    drop(stack);
     let clone_error = io::Error::last_os_error();
     drop(blocked);
     if pid < 0 {
@@ -252,6 +287,15 @@ fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
     got
 }
 
+/// [`child`] in the calling convention [`clone_vm`] starts it with.
+///
+/// # Safety
+/// As [`child`]; `plan` points at a live [`ChildPlan`].
+unsafe extern "C" fn child_entry(plan: *const u8) -> ! {
+    // SAFETY: clone_vm passes the plan pointer it was given.
+    unsafe { child(&*plan.cast::<ChildPlan>()) }
+}
+
 /// The child between clone and exec: only async-signal-safe calls.
 ///
 /// # Safety
@@ -288,14 +332,23 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         if libc::getppid() != plan.parent {
             libc::_exit(125);
         }
-        for signal in [
-            libc::SIGINT,
-            libc::SIGQUIT,
-            libc::SIGTERM,
-            libc::SIGHUP,
-            libc::SIGPIPE,
-        ] {
-            libc::signal(signal, libc::SIG_DFL);
+        // Signals we ignore (started under nohup, say) must not stay
+        // ignored in the command; and a handler of ours must never run
+        // here, where the memory may be ours (CLONE_VM).
+        for signal in 1..=64 {
+            let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), old.as_mut_ptr()) != 0 {
+                continue;
+            }
+            let handler = old.assume_init().sa_sigaction;
+            let keep_ignored = handler == libc::SIG_IGN
+                && !matches!(
+                    signal,
+                    libc::SIGINT | libc::SIGQUIT | libc::SIGTERM | libc::SIGHUP | libc::SIGPIPE
+                );
+            if handler != libc::SIG_DFL && !keep_ignored {
+                libc::signal(signal, libc::SIG_DFL);
+            }
         }
         let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
         libc::sigemptyset(empty.as_mut_ptr());

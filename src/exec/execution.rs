@@ -140,6 +140,7 @@ impl Execution {
                 fd: master,
                 kind: StreamKind::Stdout,
                 crlf: Some(CrlfNormalizer::default()),
+                pipe_capacity: 0,
             });
         }
         for (pipe, kind) in [
@@ -148,11 +149,12 @@ impl Execution {
         ] {
             if let Some(fd) = pipe {
                 pty::set_nonblocking(&fd).map_err(watch_error)?;
-                enlarge_pipe(&fd);
+                let pipe_capacity = enlarge_pipe(&fd);
                 sources.push(Source {
                     fd,
                     kind,
                     crlf: None,
+                    pipe_capacity,
                 });
             }
         }
@@ -396,7 +398,7 @@ impl Execution {
             spawner::reap_orphans();
         }
         if let Some(cgroup) = &shared.cgroup {
-            cgroup.remove_if_empty();
+            cgroup.release();
         }
         let survivors = shared.lock().survivors.clone();
         let completed = Completed::build(self, opts, survivors);
@@ -461,10 +463,18 @@ fn spawn_error(program: &std::ffi::OsStr, source: std::io::Error) -> ExecError {
     }
 }
 
-/// A bigger pipe means fewer wake-ups per megabyte of output.
-fn enlarge_pipe(fd: &OwnedFd) {
-    // SAFETY: F_SETPIPE_SZ on a pipe we own; failure is harmless.
-    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1024 * 1024) };
+/// A bigger pipe means fewer wake-ups per megabyte of output. Returns the
+/// capacity the pipe has now (0 when it cannot be told).
+fn enlarge_pipe(fd: &OwnedFd) -> usize {
+    // SAFETY: F_SETPIPE_SZ and F_GETPIPE_SZ on a pipe we own; a failure
+    // (over /proc/sys/fs/pipe-max-size for an unprivileged user) is harmless.
+    let size = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1024 * 1024) };
+    let size = if size > 0 {
+        size
+    } else {
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) }
+    };
+    usize::try_from(size).unwrap_or(0)
 }
 
 fn floor_char_boundary(bytes: &[u8], mut index: usize) -> usize {

@@ -15,6 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::tail_ring::{SkimCounts, TailRing};
 use crate::output::{CaptureConfig, Captured, Redactor, SpillStore, StreamCapture, render};
 pub use crate::output::{RenderOptions, Rendered};
 
@@ -39,27 +40,19 @@ pub fn open_spill_store(home: &Path, cap_bytes: u64) -> Option<SpillStore> {
     SpillStore::open(home, cap_bytes).ok()
 }
 
-/// The newest raw bytes of a skimmed stretch, and what the rest held.
-#[derive(Debug, Default)]
-struct Skimmed {
-    ring: Vec<u8>,
-    /// Bytes that passed through the ring and were dropped.
-    dropped_bytes: u64,
-    dropped_newlines: u64,
-    saw_nul: bool,
-}
-
 /// One stream's capture.
 #[derive(Debug)]
 pub struct Sink {
     capture: StreamCapture,
     total: u64,
     skim_after: u64,
-    ring_cap: usize,
     /// Bytes cut from the ring's start before it is cleaned, so a secret
     /// split by the skim cannot show half of itself.
     secret_guard: usize,
-    skimmed: Skimmed,
+    /// The skimmed stretch of the current window.
+    ring: TailRing,
+    /// What the last window's skim left out, once the stream finished.
+    finished_skim: SkimCounts,
     /// Complete lines in the spill file when the skim began.
     lines_at_skim: Option<u64>,
 }
@@ -84,9 +77,9 @@ impl Sink {
             }),
             total: 0,
             skim_after: config.skim_after,
-            ring_cap: (config.cap_bytes / 2).max(4096),
             secret_guard,
-            skimmed: Skimmed::default(),
+            ring: TailRing::new((config.cap_bytes / 2).max(4096)),
+            finished_skim: SkimCounts::default(),
             lines_at_skim: None,
         }
     }
@@ -108,43 +101,30 @@ impl Sink {
             let so_far = self.capture.whole();
             self.lines_at_skim = Some((so_far.first_line - 1) + so_far.lines);
         }
-        let skimmed = &mut self.skimmed;
-        skimmed.saw_nul |= memchr::memchr(0, bytes).is_some();
-        skimmed.ring.extend_from_slice(bytes);
-        if skimmed.ring.len() > 2 * self.ring_cap {
-            let excess = skimmed.ring.len() - self.ring_cap;
-            skimmed.dropped_bytes += excess as u64;
-            skimmed.dropped_newlines +=
-                memchr::memchr_iter(b'\n', &skimmed.ring[..excess]).count() as u64;
-            skimmed.ring.drain(..excess);
-        }
+        self.ring.push(bytes);
     }
 
     /// Sends the ring through the pipeline; returns what it left out.
-    fn flush_skimmed(&mut self) -> Skimmed {
-        let mut skimmed = std::mem::take(&mut self.skimmed);
-        if skimmed.ring.is_empty() {
-            return skimmed;
+    fn flush_skimmed(&mut self) -> SkimCounts {
+        if self.ring.is_empty() {
+            return SkimCounts::default();
         }
+        let (kept, mut counts) = self.ring.take();
         let mut cut = 0;
-        if skimmed.dropped_bytes > 0 {
+        if counts.dropped_bytes > 0 {
             // Start the cleaned tail on a line, and past any half secret.
-            let line_start = memchr::memchr(b'\n', &skimmed.ring).map_or(0, |i| i + 1);
-            cut = line_start.max(self.secret_guard).min(skimmed.ring.len());
+            let line_start = memchr::memchr(b'\n', &kept).map_or(0, |i| i + 1);
+            cut = line_start.max(self.secret_guard).min(kept.len());
         }
-        skimmed.dropped_bytes += cut as u64;
-        skimmed.dropped_newlines += memchr::memchr_iter(b'\n', &skimmed.ring[..cut]).count() as u64;
-        self.capture.push(&skimmed.ring[cut..]);
-        skimmed.ring = Vec::new();
-        skimmed
+        counts.dropped_bytes += cut as u64;
+        counts.dropped_newlines += memchr::memchr_iter(b'\n', &kept[..cut]).count() as u64;
+        self.capture.push(&kept[cut..]);
+        counts
     }
 
     /// The stream ended.
     pub fn finish(&mut self) {
-        let skimmed = self.flush_skimmed();
-        self.skimmed.dropped_bytes = skimmed.dropped_bytes;
-        self.skimmed.dropped_newlines = skimmed.dropped_newlines;
-        self.skimmed.saw_nul = skimmed.saw_nul;
+        self.finished_skim = self.flush_skimmed();
         self.capture.finish();
     }
 
@@ -169,14 +149,12 @@ impl Sink {
     /// Everything (since the last take), rendered.
     pub fn whole(&self, opts: &RenderOptions) -> Rendered {
         let mut captured = self.capture.whole();
-        let mut skimmed_now = Skimmed {
-            dropped_bytes: self.skimmed.dropped_bytes + self.skimmed.ring.len() as u64,
-            dropped_newlines: self.skimmed.dropped_newlines,
-            saw_nul: self.skimmed.saw_nul,
-            ring: Vec::new(),
+        let live = self.ring.all_dropped();
+        let skimmed_now = SkimCounts {
+            dropped_bytes: live.dropped_bytes + self.finished_skim.dropped_bytes,
+            dropped_newlines: live.dropped_newlines + self.finished_skim.dropped_newlines,
+            saw_nul: live.saw_nul || self.finished_skim.saw_nul,
         };
-        skimmed_now.dropped_newlines +=
-            memchr::memchr_iter(b'\n', &self.skimmed.ring).count() as u64;
         self.account_for(&mut captured, &skimmed_now);
         render(&captured, opts)
     }
@@ -186,7 +164,7 @@ impl Sink {
     /// Adds what the skim left out to a window, so its counts and the fold
     /// marker cover every byte, and the marker never names spill lines that
     /// were not written.
-    fn account_for(&self, captured: &mut Captured, skimmed: &Skimmed) {
+    fn account_for(&self, captured: &mut Captured, skimmed: &SkimCounts) {
         captured.total_bytes += skimmed.dropped_bytes;
         captured.omitted_bytes += skimmed.dropped_bytes;
         captured.cleaned_bytes += skimmed.dropped_bytes;

@@ -293,7 +293,7 @@ pub fn terminate(shared: &Shared) -> KillReport {
     shared.reap_main();
     spawner::reap_orphans();
     if let Some(cgroup) = &shared.cgroup {
-        cgroup.remove_if_empty();
+        cgroup.release();
     }
     report
 }

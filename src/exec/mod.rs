@@ -22,6 +22,7 @@
 
 pub mod cgroup;
 pub mod clone3;
+pub mod clone_vm;
 pub mod completed;
 pub mod env;
 pub mod error;
@@ -35,6 +36,7 @@ pub mod resolve;
 pub mod spawner;
 pub mod spec;
 pub mod state;
+pub mod tail_ring;
 
 pub use completed::Completed;
 pub use env::{SESSION_VAR, child_env};

@@ -42,9 +42,20 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     })
 }
 
+/// Reads a `/proc` file whole. They report a size of 0, on which
+/// `fs::read_to_string` starts with a 32-byte probe and doubles from there
+/// (eight reads for a mount table); one buffer of a page or more takes them
+/// in one or two.
+pub fn read_small(path: impl AsRef<std::path::Path>) -> Option<String> {
+    let mut file = fs::File::open(path).ok()?;
+    let mut bytes = Vec::with_capacity(16 * 1024);
+    file.read_to_end(&mut bytes).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// The stat of one process, `None` when it is gone.
 pub fn stat(pid: i32) -> Option<ProcStat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let text = read_small(format!("/proc/{pid}/stat"))?;
     parse_stat(pid, &text)
 }
 
@@ -142,34 +153,37 @@ pub fn group_members(pgrp: i32) -> Vec<i32> {
         .collect()
 }
 
-/// Our own children, zombies included: from `/proc/self/task/*/children`
-/// where the kernel has it, else from every process's parent.
+/// Our children that orphans can be among: those of the main thread. The
+/// kernel re-parents an orphan to the first live thread of its subreaper,
+/// which is our main thread (it lives as long as we do), and children of a
+/// thread that exited move there too; children of a live thread belong to
+/// whoever forked them there. Reading one `children` file instead of one
+/// per thread matters with a pump thread per running command.
 pub fn own_children() -> Vec<i32> {
     let own = std::process::id() as i32;
-    let mut children = Vec::new();
-    let mut have_children_files = false;
-    if let Ok(tasks) = fs::read_dir("/proc/self/task") {
-        for task in tasks.filter_map(|t| t.ok()) {
-            if let Ok(text) = fs::read_to_string(task.path().join("children")) {
-                have_children_files = true;
-                children.extend(
-                    text.split_ascii_whitespace()
-                        .filter_map(|p| p.parse::<i32>().ok()),
-                );
-            }
-        }
-    }
-    if !have_children_files {
-        children = all_pids()
+    let mut children = match children_of_task(own) {
+        Some(children) => children,
+        None => all_pids()
             .into_iter()
             .filter_map(stat)
             .filter(|s| s.ppid == own)
             .map(|s| s.pid)
-            .collect();
-    }
+            .collect(),
+    };
     children.sort_unstable();
     children.dedup();
     children
+}
+
+/// The children of one of our threads, from its `children` file (`None`
+/// where the kernel has none: CONFIG_PROC_CHILDREN is off).
+pub fn children_of_task(tid: i32) -> Option<Vec<i32>> {
+    let text = read_small(format!("/proc/self/task/{tid}/children"))?;
+    Some(
+        text.split_ascii_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .collect(),
+    )
 }
 
 /// Whether a live member of process group `pgrp` is blocked reading a
@@ -179,8 +193,8 @@ pub fn group_reads_terminal(pgrp: i32) -> bool {
 }
 
 fn reads_terminal(pid: i32) -> bool {
-    let wchan = fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
-    let syscall = fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    let wchan = read_small(format!("/proc/{pid}/wchan")).unwrap_or_default();
+    let syscall = read_small(format!("/proc/{pid}/syscall")).unwrap_or_default();
     is_terminal_read(&wchan, &syscall, |fd| {
         fs::read_link(format!("/proc/{pid}/fd/{fd}"))
             .map(|target| {
@@ -268,7 +282,9 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        assert!(own_children().contains(&pid));
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        assert!(children_of_task(tid).unwrap().contains(&pid));
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!is_alive(pid));

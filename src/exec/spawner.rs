@@ -205,23 +205,25 @@ pub fn fork_exec(request: ForkRequest) -> std::io::Result<Forked> {
 }
 
 fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
-    if let Some(cgroup) = request.cgroup {
-        let mut known = known();
-        match super::clone3::spawn(&request, cgroup.dir) {
-            Ok(cloned) => {
-                known.get_or_insert_with(HashSet::new).insert(cloned.pid);
-                return Ok(Forked {
-                    pid: cloned.pid,
-                    pidfd: Some(cloned.pidfd),
-                    stdout: cloned.stdout,
-                    stderr: cloned.stderr,
-                    known: KnownChildGuard { pid: cloned.pid },
-                });
-            }
-            Err(super::clone3::CloneError::Failed(err)) => return Err(err),
-            Err(super::clone3::CloneError::Unsupported) => {}
+    // Held across the clone, so the reaper cannot take the child's status
+    // before it is registered.
+    let mut registry = known();
+    match super::clone3::spawn(&request, request.cgroup.map(|c| c.dir)) {
+        Ok(cloned) => {
+            registry.get_or_insert_with(HashSet::new).insert(cloned.pid);
+            return Ok(Forked {
+                pid: cloned.pid,
+                pidfd: Some(cloned.pidfd),
+                stdout: cloned.stdout,
+                stderr: cloned.stderr,
+                known: KnownChildGuard { pid: cloned.pid },
+            });
         }
+        Err(super::clone3::CloneError::Failed(err)) => return Err(err),
+        // An old kernel: std's fork, and the cgroup.procs write.
+        Err(super::clone3::CloneError::Unsupported) => {}
     }
+    drop(registry);
     let mut command = Command::new(&request.program);
     if let Some(arg0) = request.argv.first() {
         command.arg0(arg0);

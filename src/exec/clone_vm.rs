@@ -1,0 +1,103 @@
+//! `clone3` the way `posix_spawn` forks: `CLONE_VM | CLONE_VFORK`, the child
+//! on a stack of its own, in our address space until it execs.
+//!
+//! A plain fork copies the page tables of the whole process (of a tokio
+//! server with a big heap, most of the cost of a spawn), and the child's
+//! exec then tears that copy down again. Sharing the memory costs neither;
+//! the parent thread waits (`CLONE_VFORK`) until the child has exec'd or
+//! exited, so the child may read the plan we prepared on our stack.
+//!
+//! The child cannot return into Rust code: it comes out of the system call
+//! on the new stack, where no caller's frame exists. So the call is a few
+//! lines of assembly that hand the child straight to a function that never
+//! returns. Only x86_64 has them; elsewhere [`clone_vm`] is `None` and the
+//! caller forks the plain way.
+
+/// What the child runs: never returns (it execs or exits).
+pub type ChildEntry = unsafe extern "C" fn(*const u8) -> !;
+
+/// Bytes of stack for the child: it makes a few dozen system calls through
+/// libc and nothing else.
+const CHILD_STACK_BYTES: usize = 64 * 1024;
+
+/// A child stack: 16-byte aligned, owned by the parent until the clone
+/// returns (by then the child exec'd or exited).
+pub struct ChildStack {
+    words: Vec<u128>,
+}
+
+impl ChildStack {
+    pub fn new() -> Self {
+        Self {
+            words: vec![0u128; CHILD_STACK_BYTES / 16],
+        }
+    }
+
+    /// Lowest address and size, for `clone_args.stack`/`stack_size`.
+    pub fn bounds(&mut self) -> (u64, u64) {
+        let bytes = self.words.len() * 16;
+        (self.words.as_mut_ptr() as u64, bytes as u64)
+    }
+}
+
+impl Default for ChildStack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Runs `clone3` with `args` (which must hold `CLONE_VM | CLONE_VFORK` and
+/// a stack); in the child calls `entry(arg)`. Returns the raw result: the
+/// child's pid, or `-errno`.
+///
+/// # Safety
+/// `args` must be a valid `clone_args` of `size` bytes whose stack is
+/// unused memory that outlives the call; `entry` must only make
+/// async-signal-safe calls (it shares our memory) and must never return;
+/// all signals should be blocked so no handler of ours runs in the child.
+#[cfg(target_arch = "x86_64")]
+pub unsafe fn clone_vm(
+    args: *mut u8,
+    size: usize,
+    entry: ChildEntry,
+    arg: *const u8,
+) -> Option<i64> {
+    let result: i64;
+    // SAFETY: see the function's contract. The parent comes back from the
+    // syscall with rcx/r11 clobbered and rax = the pid; the child (rax = 0)
+    // runs on the stack the kernel switched it to and never comes back.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r12",
+            "call r13",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone3 => result,
+            in("rdi") args,
+            in("rsi") size,
+            in("r12") arg,
+            in("r13") entry,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    Some(result)
+}
+
+/// Not available off x86_64: the caller forks without `CLONE_VM`.
+///
+/// # Safety
+/// Always safe: does nothing.
+#[cfg(not(target_arch = "x86_64"))]
+pub unsafe fn clone_vm(
+    _args: *mut u8,
+    _size: usize,
+    _entry: ChildEntry,
+    _arg: *const u8,
+) -> Option<i64> {
+    None
+}
