@@ -79,9 +79,7 @@ pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
     };
     // Every child of this process is the command's or an orphan of it.
     exec::spawner::claim_all_children();
-    let code = run(&args, &ctx, &session);
-    drop(session);
-    code
+    run(&args, &ctx, session)
 }
 
 /// The `agent-reach-exec` personality: the same as `agent-reach run`.
@@ -191,8 +189,8 @@ fn prepare(
     })
 }
 
-fn run(args: &RunArgs, ctx: &ProcessContext, session: &Session) -> i32 {
-    let prepared = match prepare(args, ctx, session) {
+fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
+    let prepared = match prepare(args, ctx, &session) {
         Ok(prepared) => prepared,
         Err(err) => return report_setup_error(args, &err.to_string()),
     };
@@ -222,6 +220,26 @@ fn run(args: &RunArgs, ctx: &ProcessContext, session: &Session) -> i32 {
         drop(prepared._report_dir);
         Ok::<(Completed, Option<i32>), ExecError>((completed, Some(signal)))
     });
+    // The command and everything it started are gone: the PATH directory
+    // and the pooled cgroup are removed while the output is printed.
+    let teardown = std::thread::Builder::new()
+        .name("agent-reach-teardown".into())
+        .spawn(move || {
+            drop(session);
+            exec::cgroup::release_pool();
+        });
+    let code = print_outcome(args, outcome, timeout_ms);
+    if let Ok(teardown) = teardown {
+        let _ = teardown.join();
+    }
+    code
+}
+
+fn print_outcome(
+    args: &RunArgs,
+    outcome: Result<(Completed, Option<i32>), ExecError>,
+    timeout_ms: u64,
+) -> i32 {
     match outcome {
         Ok((completed, None)) => print_completed(args, &completed, timeout_ms),
         Ok((completed, Some(signal))) => {

@@ -21,6 +21,11 @@ use super::spawner::{ChildStdio, ForkRequest};
 
 const CLONE_PIDFD: u64 = 0x1000;
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// Resets every handled signal to its default in the child (Linux 5.5):
+/// no handler of ours can run there, with no `sigaction` call in the child
+/// (libc's can take a lock that, in memory shared with us, a SIGKILL at the
+/// wrong moment would leave taken for good).
+const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 /// `struct clone_args` of the kernel (version 2, with `cgroup`).
 #[repr(C)]
@@ -155,22 +160,22 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
         report: report_write.as_raw_fd(),
     };
     let mut pidfd: libc::c_int = -1;
+    let into_cgroup = if cgroup_dir.is_some() {
+        CLONE_INTO_CGROUP
+    } else {
+        0
+    };
     let mut args = CloneArgs {
-        flags: CLONE_PIDFD
-            | if cgroup_dir.is_some() {
-                CLONE_INTO_CGROUP
-            } else {
-                0
-            },
+        flags: CLONE_PIDFD | CLONE_CLEAR_SIGHAND | into_cgroup,
         pidfd: std::ptr::addr_of_mut!(pidfd) as u64,
         exit_signal: libc::SIGCHLD as u64,
         cgroup: cgroup_dir.map_or(0, |fd| fd as u64),
         ..CloneArgs::default()
     };
-    // Signals stay blocked across the clone so no handler of ours runs in
-    // the child; the child resets the handlers, then unblocks them.
+    // Signals stay blocked across the clone so nothing is delivered to the
+    // child before CLONE_CLEAR_SIGHAND has reset the handlers.
     let blocked = AllSignalsBlockedGuard::new();
-    let mut stack = ChildStack::new();
+    let stack = ChildStack::new().map_err(CloneError::Failed)?;
     let (stack_low, stack_size) = stack.bounds();
     let mut vm_args = CloneArgs {
         flags: args.flags | libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64,
@@ -189,13 +194,9 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
             std::ptr::addr_of!(plan).cast(),
         )
     };
-    let pid = match shared_memory {
-        Some(result) if result < 0 => {
-            // SAFETY: errno of this thread, set to what the raw call returned.
-            unsafe { *libc::__errno_location() = (-result) as i32 };
-            -1
-        }
-        Some(pid) => pid,
+    let result = match shared_memory {
+        Some(result) if result < 0 => Err(io::Error::from_raw_os_error((-result) as i32)),
+        Some(pid) => Ok(pid),
         // SAFETY: clone3 without CLONE_VM is a fork: the child gets a copy
         // of our memory, in which every pointer of `plan` stays valid.
         None => unsafe {
@@ -207,20 +208,26 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
             if pid == 0 {
                 child(&plan)
             }
-            pid
+            if pid < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(pid)
+            }
         },
     };
     drop(stack);
-    let clone_error = io::Error::last_os_error();
     drop(blocked);
-    if pid < 0 {
-        return Err(match clone_error.raw_os_error() {
-            Some(libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP) => {
-                CloneError::Unsupported
-            }
-            _ => CloneError::Failed(clone_error),
-        });
-    }
+    let pid = match result {
+        Ok(pid) => pid,
+        Err(clone_error) => {
+            return Err(match clone_error.raw_os_error() {
+                Some(libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP) => {
+                    CloneError::Unsupported
+                }
+                _ => CloneError::Failed(clone_error),
+            });
+        }
+    };
     let pid = pid as i32;
     // SAFETY: CLONE_PIDFD stored a new descriptor we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
@@ -287,6 +294,16 @@ fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
     got
 }
 
+/// The kernel's `struct sigaction` (not libc's): all zero is `SIG_DFL`.
+#[repr(C)]
+#[derive(Default)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
 /// [`child`] in the calling convention [`clone_vm`] starts it with.
 ///
 /// # Safety
@@ -312,8 +329,14 @@ unsafe fn child(plan: &ChildPlan) -> ! {
     }
     unsafe {
         for (fd, target) in [(plan.stdin, 0), (plan.stdout, 1), (plan.stderr, 2)] {
-            // dup2 clears close-on-exec on the target.
-            if libc::dup2(fd, target) < 0 {
+            // dup2 clears close-on-exec on the target; onto itself it does
+            // nothing (stdin was closed and /dev/null took fd 0), so clear it.
+            let placed = if fd == target {
+                libc::fcntl(target, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, target)
+            };
+            if placed < 0 {
                 fail(plan.report);
             }
         }
@@ -332,27 +355,33 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         if libc::getppid() != plan.parent {
             libc::_exit(125);
         }
-        // Signals we ignore (started under nohup, say) must not stay
-        // ignored in the command; and a handler of ours must never run
-        // here, where the memory may be ours (CLONE_VM).
-        for signal in 1..=64 {
-            let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-            if libc::sigaction(signal, std::ptr::null(), old.as_mut_ptr()) != 0 {
-                continue;
-            }
-            let handler = old.assume_init().sa_sigaction;
-            let keep_ignored = handler == libc::SIG_IGN
-                && !matches!(
-                    signal,
-                    libc::SIGINT | libc::SIGQUIT | libc::SIGTERM | libc::SIGHUP | libc::SIGPIPE
-                );
-            if handler != libc::SIG_DFL && !keep_ignored {
-                libc::signal(signal, libc::SIG_DFL);
-            }
+        // CLONE_CLEAR_SIGHAND reset our handlers; signals we ignore
+        // (started under nohup, say) must not stay ignored in the command
+        // either. Raw system calls: libc's wrappers may take locks.
+        for signal in [
+            libc::SIGINT,
+            libc::SIGQUIT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGPIPE,
+        ] {
+            let default = KernelSigaction::default();
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                std::ptr::addr_of!(default),
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            );
         }
-        let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        libc::sigemptyset(empty.as_mut_ptr());
-        libc::pthread_sigmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
+        let empty: u64 = 0;
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            std::ptr::addr_of!(empty),
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        );
         let _ = libc::syscall(
             libc::SYS_close_range,
             3u32,

@@ -20,29 +20,52 @@ pub type ChildEntry = unsafe extern "C" fn(*const u8) -> !;
 /// libc and nothing else.
 const CHILD_STACK_BYTES: usize = 64 * 1024;
 
-/// A child stack: 16-byte aligned, owned by the parent until the clone
-/// returns (by then the child exec'd or exited).
+/// A child stack: its own mapping with an inaccessible page below it, so an
+/// overflow faults in the child instead of writing over our heap. Owned by
+/// the parent until the clone returns (by then the child exec'd or exited).
 pub struct ChildStack {
-    words: Vec<u128>,
+    base: *mut libc::c_void,
+    len: usize,
 }
 
 impl ChildStack {
-    pub fn new() -> Self {
-        Self {
-            words: vec![0u128; CHILD_STACK_BYTES / 16],
+    pub fn new() -> std::io::Result<Self> {
+        const GUARD: usize = 4096;
+        let len = CHILD_STACK_BYTES + GUARD;
+        // SAFETY: a fresh private anonymous mapping, ours alone.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
         }
+        let stack = Self { base, len };
+        // SAFETY: the lowest page of the mapping we just made.
+        if unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stack)
     }
 
-    /// Lowest address and size, for `clone_args.stack`/`stack_size`.
-    pub fn bounds(&mut self) -> (u64, u64) {
-        let bytes = self.words.len() * 16;
-        (self.words.as_mut_ptr() as u64, bytes as u64)
+    /// Lowest address and size, for `clone_args.stack`/`stack_size` (the
+    /// guard page included: the kernel starts the child at the top, which
+    /// is page-aligned, so 16-byte aligned as a call needs).
+    pub fn bounds(&self) -> (u64, u64) {
+        (self.base as u64, self.len as u64)
     }
 }
 
-impl Default for ChildStack {
-    fn default() -> Self {
-        Self::new()
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping `new` made.
+        unsafe { libc::munmap(self.base, self.len) };
     }
 }
 

@@ -64,7 +64,8 @@ struct Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         let shared = &self.shared;
-        if kill::may_have_members(shared) {
+        let settled = shared.lock().settled;
+        if !settled && kill::may_have_members(shared) {
             kill::kill_now(shared);
         }
         shared.stop_reading();
@@ -400,7 +401,11 @@ impl Execution {
         if let Some(cgroup) = &shared.cgroup {
             cgroup.release();
         }
-        let survivors = shared.lock().survivors.clone();
+        let survivors = {
+            let mut state = shared.lock();
+            state.settled = state.survivors.is_empty();
+            state.survivors.clone()
+        };
         let completed = Completed::build(self, opts, survivors);
         *cached = Some(completed.clone());
         completed

@@ -340,4 +340,44 @@ mod tests {
         drop(forked.known);
         assert!(!known().as_ref().unwrap().contains(&pid));
     }
+
+    #[test]
+    fn the_command_gets_default_signals_but_keeps_other_ignored_ones() {
+        let ignore = |signal| {
+            // SAFETY: changing a disposition no other test relies on.
+            unsafe { libc::signal(signal, libc::SIG_IGN) }
+        };
+        let old_hup = ignore(libc::SIGHUP);
+        let old_usr2 = ignore(libc::SIGUSR2);
+        let run = |script: &str| {
+            let forked = fork_exec(ForkRequest {
+                program: "/bin/sh".into(),
+                argv: vec!["sh".into(), "-c".into(), script.into()],
+                cwd: "/".into(),
+                env: Default::default(),
+                stdio: ChildStdio::Pipes,
+                cgroup: None,
+            })
+            .unwrap();
+            let mut status = 0;
+            // SAFETY: waiting for our own registered child.
+            unsafe { libc::waitpid(forked.pid, &mut status, 0) };
+            status
+        };
+        let hup = run("kill -HUP $$; exit 0");
+        let usr2 = run("kill -USR2 $$; exit 7");
+        // SAFETY: restoring what `signal` returned.
+        unsafe {
+            libc::signal(libc::SIGHUP, old_hup);
+            libc::signal(libc::SIGUSR2, old_usr2);
+        }
+        assert!(
+            libc::WIFSIGNALED(hup) && libc::WTERMSIG(hup) == libc::SIGHUP,
+            "SIGHUP is back to its default: {hup:#x}"
+        );
+        assert!(
+            libc::WIFEXITED(usr2) && libc::WEXITSTATUS(usr2) == 7,
+            "SIGUSR2 stays ignored: {usr2:#x}"
+        );
+    }
 }

@@ -75,8 +75,9 @@ pub fn isolate(
             Namespace::UserAndMount
         }
     };
-    let mounts =
-        parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default());
+    let mounts = parse_mountinfo(
+        &crate::exec::procfs::read_small("/proc/self/mountinfo").unwrap_or_default(),
+    );
     // Our binds must not propagate back to the host's mount table; with no
     // shared mount (most containers) there is nothing to cut.
     if mounts.iter().any(|m| m.shared) {
