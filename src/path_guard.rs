@@ -46,10 +46,10 @@ pub enum PathGuardError {
 /// Owns one session PATH directory; dropping it removes the directory.
 #[derive(Debug)]
 pub struct PathGuard {
-    // Field order matters: the directory is removed before the lock is let
-    // go, so a concurrent sweep never sees a free lock on a live directory.
-    dir: tempfile::TempDir,
-    _lock: Flock<File>,
+    dir: PathBuf,
+    /// Held until the directory is gone (see the drop), so a concurrent
+    /// sweep never sees a free lock on a live directory.
+    lock: Option<Flock<File>>,
 }
 
 impl PathGuard {
@@ -68,16 +68,19 @@ impl PathGuard {
                 path: parent.clone(),
                 source,
             })?;
-        let lock = lock_file(&dir.path().join(LOCK_FILE_NAME), true)?;
+        // From here on our drop removes it (by name, without listing it).
+        let dir = dir.keep();
+        let mut guard = Self { dir, lock: None };
+        guard.lock = Some(lock_file(&guard.dir.join(LOCK_FILE_NAME), true)?);
         for (name, _) in PERSONALITY_NAMES {
-            link_executable(exe, &dir.path().join(link_file_name(name)))?;
+            link_executable(exe, &guard.dir.join(link_file_name(name)))?;
         }
-        Ok(Self { dir, _lock: lock })
+        Ok(guard)
     }
 
     /// The directory to put first on children's PATH.
     pub fn dir(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 
     /// `dir` followed by the entries of `old_path` (which may be empty).
@@ -87,6 +90,21 @@ impl PathGuard {
             entries.extend(std::env::split_paths(old).filter(|p| p != self.dir()));
         }
         std::env::join_paths(entries).unwrap_or_else(|_| self.dir().as_os_str().to_owned())
+    }
+}
+
+impl Drop for PathGuard {
+    fn drop(&mut self) {
+        // The entries we made, by name, then the directory: a listing
+        // (`remove_dir_all`) only when something else was put there.
+        for (name, _) in PERSONALITY_NAMES {
+            let _ = fs::remove_file(self.dir.join(link_file_name(name)));
+        }
+        let _ = fs::remove_file(self.dir.join(LOCK_FILE_NAME));
+        if fs::remove_dir(&self.dir).is_err() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+        drop(self.lock.take());
     }
 }
 
@@ -231,6 +249,17 @@ mod tests {
             assert_eq!(identity(&dir.join(name)), identity(&exe), "{name}");
         }
         assert!(dir.join(LOCK_FILE_NAME).exists());
+        drop(guard);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn drop_removes_the_directory_even_with_files_put_in_it() {
+        let home = tempfile::tempdir().unwrap();
+        let guard = PathGuard::create(home.path(), &std::env::current_exe().unwrap()).unwrap();
+        let dir = guard.dir().to_path_buf();
+        fs::write(dir.join("left-by-a-command"), "x").unwrap();
+        fs::create_dir(dir.join("sub")).unwrap();
         drop(guard);
         assert!(!dir.exists());
     }

@@ -61,6 +61,16 @@ pub struct PassThroughArgs {
 
 /// Parses the CLI arguments and runs the subcommand.
 pub fn main(ctx: ProcessContext) -> i32 {
+    if ctx.args.first().is_some_and(|first| first == "run") {
+        // The latency-critical subcommand: parsing it alone builds one
+        // subcommand's definition instead of the whole tree.
+        let argv = std::iter::once(OsString::from("agent-reach run"))
+            .chain(ctx.args.iter().skip(1).cloned());
+        return match run::RunCli::try_parse_from(argv) {
+            Ok(cli) => run::main(cli.run, ctx),
+            Err(err) => clap_error_exit(&err, exit_code::INTERNAL),
+        };
+    }
     let argv = std::iter::once(OsString::from("agent-reach")).chain(ctx.args.iter().cloned());
     let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,

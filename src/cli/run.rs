@@ -51,6 +51,17 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+/// `agent-reach run` parsed on its own (see `cli::main`): the same options.
+#[derive(Debug, Parser)]
+#[command(
+    name = "agent-reach run",
+    about = "Run one command through the exec engine"
+)]
+pub struct RunCli {
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
 /// The `agent-reach-exec` personality's command line: the same options.
 #[derive(Debug, Parser)]
 #[command(
@@ -206,32 +217,23 @@ fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
         keep_color: false,
     };
     let timeout_ms = args.timeout_ms;
-    let outcome = runtime.block_on(async move {
+    let outcome = runtime.block_on(async {
         let mut signals = Interrupts::install();
         let execution = Execution::spawn(prepared.spec)?;
         let signal = tokio::select! {
-            completed = execution.finish(&opts) => return Ok((completed, None)),
-            signal = signals.next() => signal,
+            () = execution.settle() => None,
+            signal = signals.next() => Some(signal),
         };
-        // We were asked to stop: so is everything the command started.
-        execution.terminate().await;
+        if signal.is_some() {
+            // We were asked to stop: so is everything the command started.
+            execution.terminate().await;
+        }
         let completed = execution.finish(&opts).await;
-        drop(execution);
-        drop(prepared._report_dir);
-        Ok::<(Completed, Option<i32>), ExecError>((completed, Some(signal)))
+        Ok::<(Completed, Option<i32>), ExecError>((completed, signal))
     });
-    // The command and everything it started are gone: the PATH directory
-    // and the pooled cgroup are removed while the output is printed.
-    let teardown = std::thread::Builder::new()
-        .name("agent-reach-teardown".into())
-        .spawn(move || {
-            drop(session);
-            exec::cgroup::release_pool();
-        });
     let code = print_outcome(args, outcome, timeout_ms);
-    if let Ok(teardown) = teardown {
-        let _ = teardown.join();
-    }
+    drop(session);
+    drop(prepared._report_dir);
     code
 }
 

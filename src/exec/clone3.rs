@@ -175,8 +175,7 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
     // Signals stay blocked across the clone so nothing is delivered to the
     // child before CLONE_CLEAR_SIGHAND has reset the handlers.
     let blocked = AllSignalsBlockedGuard::new();
-    let stack = ChildStack::new().map_err(CloneError::Failed)?;
-    let (stack_low, stack_size) = stack.bounds();
+    let (stack_low, stack_size) = ChildStack::for_this_thread().map_err(CloneError::Failed)?;
     let mut vm_args = CloneArgs {
         flags: args.flags | libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64,
         stack: stack_low,
@@ -215,7 +214,6 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
             }
         },
     };
-    drop(stack);
     drop(blocked);
     let pid = match result {
         Ok(pid) => pid,

@@ -21,8 +21,11 @@ pub type ChildEntry = unsafe extern "C" fn(*const u8) -> !;
 const CHILD_STACK_BYTES: usize = 64 * 1024;
 
 /// A child stack: its own mapping with an inaccessible page below it, so an
-/// overflow faults in the child instead of writing over our heap. Owned by
-/// the parent until the clone returns (by then the child exec'd or exited).
+/// overflow faults in the child instead of writing over our heap. One per
+/// thread that spawns, made on its first spawn and kept: a thread's spawns
+/// follow each other (CLONE_VFORK holds it until the child exec'd), and
+/// mapping, protecting and unmapping a stack per spawn would cost each one
+/// TLB shoot-downs on every core running one of our threads.
 pub struct ChildStack {
     base: *mut libc::c_void,
     len: usize,
@@ -52,6 +55,22 @@ impl ChildStack {
             return Err(std::io::Error::last_os_error());
         }
         Ok(stack)
+    }
+
+    /// This thread's stack (made on first use): lowest address and size.
+    pub fn for_this_thread() -> std::io::Result<(u64, u64)> {
+        thread_local! {
+            static STACK: std::cell::OnceCell<ChildStack> = const { std::cell::OnceCell::new() };
+        }
+        STACK.with(|cell| {
+            if let Some(stack) = cell.get() {
+                return Ok(stack.bounds());
+            }
+            let stack = ChildStack::new()?;
+            let bounds = stack.bounds();
+            let _ = cell.set(stack);
+            Ok(bounds)
+        })
     }
 
     /// Lowest address and size, for `clone_args.stack`/`stack_size` (the

@@ -59,6 +59,7 @@ struct Owner {
     shared: Arc<Shared>,
     spec: SpawnSpec,
     completed: tokio::sync::Mutex<Option<Completed>>,
+    settled: tokio::sync::OnceCell<()>,
 }
 
 impl Drop for Owner {
@@ -204,6 +205,7 @@ impl Execution {
                 shared,
                 spec,
                 completed: tokio::sync::Mutex::new(None),
+                settled: tokio::sync::OnceCell::new(),
             }),
         })
     }
@@ -371,41 +373,52 @@ impl Execution {
 
     /// Waits for the exit (the command timeout applies), gives the output a
     /// moment, kills whatever the command left behind, drains within the
-    /// bound and renders stdout and stderr. Calling it again returns the
-    /// same result.
+    /// bound and reaps: afterwards nothing the command started runs (or it
+    /// is listed as a survivor). Calling it again returns at once; a call
+    /// that was cancelled starts over.
+    pub async fn settle(&self) {
+        self.owner
+            .settled
+            .get_or_init(|| async {
+                let shared = &self.owner.shared;
+                shared.wait_async(far_future(), |s| s.exit.is_some()).await;
+                shared
+                    .wait_async(Instant::now() + EXIT_SETTLE, |s| s.output_done)
+                    .await;
+                let output_done = shared.lock().output_done;
+                if !output_done || kill::may_have_members(shared) {
+                    // Something of the command is left, or holds its output
+                    // open: the slow path, on a thread since it sleeps
+                    // through the grace.
+                    let shared = Arc::clone(shared);
+                    let _ = tokio::task::spawn_blocking(move || {
+                        kill::kill_everything(&shared);
+                        kill::drain(&shared);
+                    })
+                    .await;
+                }
+                shared.reap_main();
+                if !spawner::unknown_children().is_empty() {
+                    spawner::reap_orphans();
+                }
+                if let Some(cgroup) = &shared.cgroup {
+                    cgroup.release();
+                }
+                let mut state = shared.lock();
+                state.settled = state.survivors.is_empty();
+            })
+            .await;
+    }
+
+    /// [`settle`](Self::settle), then renders stdout and stderr. Calling it
+    /// again returns the same result.
     pub async fn finish(&self, opts: &RenderOptions) -> Completed {
         let mut cached = self.owner.completed.lock().await;
         if let Some(done) = cached.as_ref() {
             return done.clone();
         }
-        let shared = &self.owner.shared;
-        shared.wait_async(far_future(), |s| s.exit.is_some()).await;
-        shared
-            .wait_async(Instant::now() + EXIT_SETTLE, |s| s.output_done)
-            .await;
-        let output_done = shared.lock().output_done;
-        if !output_done || kill::may_have_members(shared) {
-            // Something of the command is left, or holds its output open:
-            // the slow path, on a thread since it sleeps through the grace.
-            let shared = Arc::clone(shared);
-            let _ = tokio::task::spawn_blocking(move || {
-                kill::kill_everything(&shared);
-                kill::drain(&shared);
-            })
-            .await;
-        }
-        shared.reap_main();
-        if !spawner::unknown_children().is_empty() {
-            spawner::reap_orphans();
-        }
-        if let Some(cgroup) = &shared.cgroup {
-            cgroup.release();
-        }
-        let survivors = {
-            let mut state = shared.lock();
-            state.settled = state.survivors.is_empty();
-            state.survivors.clone()
-        };
+        self.settle().await;
+        let survivors = self.owner.shared.lock().survivors.clone();
         let completed = Completed::build(self, opts, survivors);
         *cached = Some(completed.clone());
         completed
