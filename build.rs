@@ -6,6 +6,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+#[path = "src/sandbox/seccomp_merge.rs"]
+mod seccomp_merge;
+
 const POLICY_FILES: &[(&str, Option<&str>)] = &[
     ("sandbox/seccomp.json", None),
     ("sandbox/seccomp-x86_64.json", Some("x86_64")),
@@ -16,6 +19,7 @@ fn main() {
         println!("cargo:rerun-if-changed={file}");
     }
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/sandbox/seccomp_merge.rs");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let target_arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
@@ -30,27 +34,37 @@ fn main() {
          pub static PRECOMPILED: &[(&str, &[seccompiler::sock_filter])] = &[\n",
     );
     if let Some(arch) = arch {
+        // Every file for this architecture in one policy, plus the merged
+        // filters (see seccomp_merge).
+        let mut policy = serde_json::Map::new();
         for (file, only_arch) in POLICY_FILES {
             if only_arch.is_some_and(|only| only != target_arch) {
                 continue;
             }
             let json = std::fs::read(file).unwrap_or_else(|err| panic!("{file}: {err}"));
-            let mut map = seccompiler::compile_from_json(json.as_slice(), arch)
-                .unwrap_or_else(|err| panic!("{file}: {err}"))
-                .into_iter()
-                .collect::<Vec<_>>();
-            map.sort_by(|a, b| a.0.cmp(&b.0));
-            for (name, program) in map {
-                let _ = writeln!(code, "    ({name:?}, &[");
-                for insn in program {
-                    let _ = writeln!(
-                        code,
-                        "        seccompiler::sock_filter {{ code: {}, jt: {}, jf: {}, k: {} }},",
-                        insn.code, insn.jt, insn.jf, insn.k
-                    );
-                }
-                code.push_str("    ]),\n");
+            let value: serde_json::Value =
+                serde_json::from_slice(&json).unwrap_or_else(|err| panic!("{file}: {err}"));
+            if let serde_json::Value::Object(filters) = value {
+                policy.extend(filters);
             }
+        }
+        seccomp_merge::add_merged(&mut policy);
+        let json = serde_json::to_vec(&policy).unwrap_or_else(|err| panic!("policy: {err}"));
+        let mut map = seccompiler::compile_from_json(json.as_slice(), arch)
+            .unwrap_or_else(|err| panic!("policy: {err}"))
+            .into_iter()
+            .collect::<Vec<_>>();
+        map.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, program) in map {
+            let _ = writeln!(code, "    ({name:?}, &[");
+            for insn in program {
+                let _ = writeln!(
+                    code,
+                    "        seccompiler::sock_filter {{ code: {}, jt: {}, jf: {}, k: {} }},",
+                    insn.code, insn.jt, insn.jf, insn.k
+                );
+            }
+            code.push_str("    ]),\n");
         }
     }
     code.push_str("];\n");

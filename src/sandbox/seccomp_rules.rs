@@ -14,6 +14,7 @@ use seccompiler::{BpfProgram, sock_filter};
 
 use super::error::SandboxError;
 use super::policy::Network;
+use super::seccomp_merge;
 
 mod precompiled {
     //! build.rs's output: the JSON policy compiled for this architecture.
@@ -30,16 +31,18 @@ pub struct NamedFilter {
 
 /// The filters for `network`, compiled for the running architecture.
 pub fn filters(network: Network) -> Result<Vec<NamedFilter>, SandboxError> {
-    let mut wanted: Vec<(&'static str, &'static str)> = vec![
-        ("always", "process, kernel and mount isolation"),
-        ("clone3", "user namespace isolation"),
-    ];
-    if network == Network::Deny {
-        wanted.push(("network_deny", "--network deny"));
-    }
-    if cfg!(target_arch = "x86_64") {
-        wanted.push(("always_x86_64", "port I/O isolation"));
-    }
+    let base = match network {
+        Network::Deny => (
+            seccomp_merge::BASE_NETWORK_DENY,
+            "process, kernel, mount and port I/O isolation, --network deny",
+        ),
+        Network::Allow => (
+            seccomp_merge::BASE,
+            "process, kernel, mount and port I/O isolation",
+        ),
+    };
+    let wanted: Vec<(&'static str, &'static str)> =
+        vec![base, ("clone3", "user namespace isolation")];
     let mut out = Vec::with_capacity(wanted.len() + 1);
     for (name, purpose) in wanted {
         let program = precompiled::PRECOMPILED
@@ -129,10 +132,15 @@ mod tests {
 
     #[test]
     fn precompiled_filters_match_a_compile_now() {
-        let mut expected = compile(ALWAYS_JSON, target_arch());
+        let mut policy: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(ALWAYS_JSON).unwrap();
         if cfg!(target_arch = "x86_64") {
-            expected.extend(compile(X86_64_JSON, TargetArch::x86_64));
+            let x86: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(X86_64_JSON).unwrap();
+            policy.extend(x86);
         }
+        seccomp_merge::add_merged(&mut policy);
+        let expected = compile(&serde_json::to_string(&policy).unwrap(), target_arch());
         assert_eq!(precompiled::PRECOMPILED.len(), expected.len());
         for (name, program) in precompiled::PRECOMPILED {
             assert_eq!(Some(&program.to_vec()), expected.get(*name), "{name}");
@@ -158,9 +166,9 @@ mod tests {
     fn network_filter_only_when_denied() {
         let names =
             |network| -> Vec<&str> { filters(network).unwrap().iter().map(|f| f.name).collect() };
-        assert!(names(Network::Deny).contains(&"network_deny"));
-        assert!(!names(Network::Allow).contains(&"network_deny"));
-        assert!(names(Network::Allow).contains(&"always"));
+        assert!(names(Network::Deny).contains(&seccomp_merge::BASE_NETWORK_DENY));
+        assert!(!names(Network::Allow).contains(&seccomp_merge::BASE_NETWORK_DENY));
+        assert!(names(Network::Allow).contains(&seccomp_merge::BASE));
         assert!(names(Network::Allow).contains(&"clone3"));
     }
 
