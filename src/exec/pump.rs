@@ -19,8 +19,10 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use super::pty::CrlfNormalizer;
 use super::state::{ExitInfo, Shared, StreamKind};
 
-/// Bytes read per `read` call.
-const CHUNK: usize = 256 * 1024;
+/// Bytes read per `read` call. A pipe read holds the pipe's lock while it
+/// copies, and the writer spins on that lock meanwhile; cat's 128 KiB keeps
+/// each hold short (the round loop reads on until the pipe is empty).
+const CHUNK: usize = 128 * 1024;
 /// Bytes read after the exit shows, before it is reported, at most (a
 /// grandchild flooding the pipe must not delay the report forever).
 const FINAL_READ_LIMIT: usize = 8 * 1024 * 1024;
