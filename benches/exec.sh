@@ -7,7 +7,8 @@
 #      pipeline into `cat >/dev/null`, goal > 80 %, with agent-reach's peak
 #      RSS < 32 MiB.
 # Needs hyperfine and a C compiler; builds the release binary.
-# Usage: benches/exec.sh [RUNS]   (prints medians and ratios)
+# Usage: benches/exec.sh [RUNS]   (prints medians and ratios; tp_rounds=N
+# sets the throughput rounds, default 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-200}
@@ -38,16 +39,26 @@ print(f"run -- true         median {run*1e3:7.3f} ms  added {(run-base)*1e3:6.3f
 print(f"run (no cgroup)     median {nocg*1e3:7.3f} ms  added {(nocg-base2)*1e3:6.3f} ms  ratio {nocg/base2:5.2f}x  (its own baseline {base2*1e3:.3f} ms)")
 PY
 
-echo "== throughput: yes | head -c 1G through run vs into cat"
+echo "== throughput: yes | head -c 1G through run vs into cat (${tp_rounds:=12} interleaved rounds)"
+# Interleaved rather than hyperfine's runs in a row: the pipeline's own speed
+# drifts by 10-20 % over a minute on this kind of machine, and alternating
+# puts both sides in the same conditions.
 pipeline='yes "some log line of a build, 40 bytes..." | head -c 1073741824'
-hyperfine --warmup 1 --runs 5 --export-json "$work/tp.json" \
-  "sh -c '$pipeline' | cat >/dev/null" \
-  "$bin run --timeout-ms 0 -- sh -c '$pipeline' >/dev/null" >/dev/null
-cat_s=$(median "$work/tp.json" 0); run_s=$(median "$work/tp.json" 1)
 peak_kb=$( { /usr/bin/time -f '%M' "$bin" run --timeout-ms 0 -- sh -c "$pipeline" >/dev/null; } 2>&1 | tail -1)
-python3 - "$cat_s" "$run_s" "$peak_kb" <<'PY'
-import sys
-cat_s, run_s, peak = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+python3 - "$bin" "$pipeline" "$tp_rounds" "$peak_kb" <<'PY'
+import statistics, subprocess, sys, time
+bin, pipeline, rounds, peak = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+cases = {
+    "cat": ["sh", "-c", pipeline + " | cat >/dev/null"],
+    "run": [bin, "run", "--timeout-ms", "0", "--", "sh", "-c", pipeline],
+}
+times = {name: [] for name in cases}
+for _ in range(rounds):
+    for name, argv in cases.items():
+        start = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
+        times[name].append(time.perf_counter() - start)
+cat_s, run_s = (statistics.median(times[n]) for n in ("cat", "run"))
 gib = 1073741824 / 2**20
 print(f"into cat            median {cat_s:6.3f} s  {gib/cat_s:7.1f} MiB/s")
 print(f"through run         median {run_s:6.3f} s  {gib/run_s:7.1f} MiB/s  = {100*cat_s/run_s:5.1f} % of cat")
