@@ -189,7 +189,7 @@ impl CgroupGuard {
         if self.removed.load(Ordering::Acquire) {
             return Vec::new();
         }
-        fs::read_to_string(self.dir.join("cgroup.procs"))
+        super::procfs::read_small(self.dir.join("cgroup.procs"))
             .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
             .unwrap_or_default()
     }

@@ -4,11 +4,13 @@
 //! child's working directory, with "not found" (127) told apart from "found
 //! but not executable" (126).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use super::error::ExecError;
 
@@ -42,8 +44,57 @@ pub fn check_workdir(cwd: &Path) -> Result<(), ExecError> {
     })
 }
 
+/// How long a `PATH` lookup is reused before it is done again (as a shell's
+/// command hash, but bounded): a registry tool run a thousand times a second
+/// would otherwise stat every `PATH` entry before its own for each run.
+const LOOKUP_TTL: Duration = Duration::from_secs(2);
+/// Lookups remembered at most (cleared whole when full).
+const LOOKUP_CACHE_MAX: usize = 256;
+
+type LookupKey = (OsString, OsString, PathBuf);
+static LOOKUPS: Mutex<Option<HashMap<LookupKey, (PathBuf, Instant)>>> = Mutex::new(None);
+
 /// The file `program` names for a child with environment `env` in `cwd`.
+/// A `PATH` search found within the last [`LOOKUP_TTL`] is reused after
+/// one check that its file is still executable.
 pub fn resolve_program(
+    program: &OsStr,
+    cwd: &Path,
+    env: &BTreeMap<OsString, OsString>,
+) -> Result<PathBuf, ExecError> {
+    if program.as_bytes().contains(&b'/') || program.is_empty() {
+        return search(program, cwd, env);
+    }
+    let path_var = env.get(OsStr::new("PATH")).cloned().unwrap_or_default();
+    let key = (program.to_owned(), path_var, cwd.to_path_buf());
+    let cached = lookups()
+        .as_ref()
+        .and_then(|map| map.get(&key))
+        .filter(|(_, at)| at.elapsed() < LOOKUP_TTL)
+        .map(|(path, _)| path.clone());
+    if let Some(path) = cached
+        && matches!(candidate(&path), Candidate::Executable)
+    {
+        return Ok(path);
+    }
+    let found = search(program, cwd, env)?;
+    let mut map = lookups();
+    let map = map.get_or_insert_with(HashMap::new);
+    if map.len() >= LOOKUP_CACHE_MAX {
+        map.clear();
+    }
+    map.insert(key, (found.clone(), Instant::now()));
+    Ok(found)
+}
+
+fn lookups() -> std::sync::MutexGuard<'static, Option<HashMap<LookupKey, (PathBuf, Instant)>>> {
+    LOOKUPS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The search itself, every time.
+fn search(
     program: &OsStr,
     cwd: &Path,
     env: &BTreeMap<OsString, OsString>,
@@ -136,6 +187,23 @@ mod tests {
         std::fs::write(&path, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
         path
+    }
+
+    #[test]
+    fn a_remembered_lookup_is_checked_again_before_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = make_file(dir.path(), "cached-tool", 0o755);
+        let env = env_with_path(&dir.path().display().to_string());
+        let find = || resolve_program(OsStr::new("cached-tool"), Path::new("/"), &env);
+        assert_eq!(find().unwrap(), tool);
+        assert_eq!(find().unwrap(), tool, "from the cache");
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(
+            matches!(find(), Err(ExecError::NotExecutable { .. })),
+            "a file that is no longer executable is not taken from the cache"
+        );
+        std::fs::remove_file(&tool).unwrap();
+        assert!(matches!(find(), Err(ExecError::NotFound { .. })));
     }
 
     #[test]

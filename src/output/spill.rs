@@ -72,14 +72,30 @@ impl SpillStore {
     /// Opens (creating, mode 0700) `home/spill`.
     pub fn open(home: &Path, total_cap_bytes: u64) -> Result<Self, SpillError> {
         let dir = home.join("spill");
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|source| SpillError::CreateDir {
-                path: dir.clone(),
-                source,
-            })?;
+        // Once made, a directory is taken as there (a writer makes it again
+        // if someone removed it meanwhile): saves a mkdir per run of a
+        // server that runs thousands.
+        static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+        let made = |dir: &Path| {
+            MADE.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .iter()
+                .any(|known| known == dir)
+        };
+        if !made(&dir) {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|source| SpillError::CreateDir {
+                    path: dir.clone(),
+                    source,
+                })?;
+            let mut known = MADE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if known.len() < 16 {
+                known.push(dir.clone());
+            }
+        }
         Ok(Self {
             inner: Arc::new(StoreInner {
                 dir,
@@ -306,11 +322,25 @@ impl SpillWriter {
     }
 
     fn create_file(&self) -> WriterState {
-        let opened = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&self.path);
+        let open = || {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&self.path)
+        };
+        let opened = open().or_else(|error| {
+            // The store's directory was removed since it was made (someone
+            // cleaned up under a long-lived server): make it again.
+            if error.kind() != std::io::ErrorKind::NotFound {
+                return Err(error);
+            }
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&self.store.inner.dir)?;
+            open()
+        });
         let file = match opened {
             Ok(file) => file,
             Err(error) => {
@@ -347,6 +377,17 @@ mod tests {
             .unwrap()
             .with_scan_interval(Duration::ZERO);
         (home, store)
+    }
+
+    #[test]
+    fn a_removed_store_directory_is_made_again_by_the_next_file() {
+        let (_home, store) = store(1024);
+        fs::remove_dir_all(store.dir()).unwrap();
+        let again = SpillStore::open(_home.path(), 1024).unwrap();
+        let mut writer = again.create("after cleanup");
+        writer.write(b"still kept\n");
+        let path = writer.path().expect("the file was made").to_owned();
+        assert_eq!(fs::read(&path).unwrap(), b"still kept\n");
     }
 
     #[test]
@@ -454,7 +495,10 @@ mod tests {
     #[test]
     fn an_unwritable_store_only_stops_the_writer() {
         let (home, store) = store(1024);
+        // A file where the directory was: neither the file nor the
+        // directory can be made.
         fs::remove_dir_all(home.path().join("spill")).unwrap();
+        fs::write(home.path().join("spill"), "not a directory").unwrap();
         let mut writer = store.create("gone");
         writer.write(b"data\n");
         assert!(writer.path().is_none());
