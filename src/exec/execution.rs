@@ -397,13 +397,7 @@ impl Execution {
                     })
                     .await;
                 }
-                shared.reap_main();
-                if !spawner::unknown_children().is_empty() {
-                    spawner::reap_orphans();
-                }
-                if let Some(cgroup) = &shared.cgroup {
-                    cgroup.release();
-                }
+                kill::reap_and_release(shared);
                 let mut state = shared.lock();
                 state.settled = state.survivors.is_empty();
             })

@@ -290,12 +290,18 @@ pub fn terminate(shared: &Shared) -> KillReport {
         s.exit.is_some()
     });
     drain(shared);
+    reap_and_release(shared);
+    report
+}
+
+/// The last step of every clean-up, once nothing of the command runs: reap
+/// it and the orphans it left, and let its cgroup go.
+pub fn reap_and_release(shared: &Shared) {
     shared.reap_main();
     spawner::reap_orphans();
     if let Some(cgroup) = &shared.cgroup {
         cgroup.release();
     }
-    report
 }
 
 #[cfg(test)]

@@ -86,13 +86,19 @@ pub fn reap_orphans() -> usize {
     if !claims_all_children() {
         return 0;
     }
-    reap_these(&unknown_children())
+    let unknown = unknown_children();
+    reap_among(&unknown, &unknown)
 }
 
 /// Reaps those of `pids` that are zombie children of ours and not
 /// registered: processes attributed to an execution and killed by it.
 pub fn reap_these(pids: &[i32]) -> usize {
-    let unknown = unknown_children();
+    reap_among(pids, &unknown_children())
+}
+
+/// Reaps those of `pids` that are among `unknown` (our unregistered
+/// children, read once by the caller).
+fn reap_among(pids: &[i32], unknown: &[i32]) -> usize {
     let mut reaped = 0;
     for pid in pids.iter().copied().filter(|pid| unknown.contains(pid)) {
         let mut status = 0;
