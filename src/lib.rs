@@ -19,3 +19,4 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod serve;
 pub mod stdio;
+pub mod sync;

@@ -26,7 +26,7 @@ static POOL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 const POOL_MAX: usize = 64;
 
 fn pool() -> MutexGuard<'static, Vec<PathBuf>> {
-    POOL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::sync::lock(&POOL)
 }
 
 /// Removes the pooled cgroups; runs at exit (a process killed with SIGKILL

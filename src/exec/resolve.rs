@@ -88,9 +88,7 @@ pub fn resolve_program(
 }
 
 fn lookups() -> std::sync::MutexGuard<'static, Option<HashMap<LookupKey, (PathBuf, Instant)>>> {
-    LOOKUPS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::sync::lock(&LOOKUPS)
 }
 
 /// The search itself, every time.

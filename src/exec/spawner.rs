@@ -28,9 +28,7 @@ use super::procfs;
 static KNOWN: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
 
 fn known() -> MutexGuard<'static, Option<HashSet<i32>>> {
-    KNOWN
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::sync::lock(&KNOWN)
 }
 
 /// Marks a pid as waited for by its owner until dropped.
@@ -202,11 +200,7 @@ pub fn fork_exec(request: ForkRequest) -> std::io::Result<Forked> {
     let job: Job = Box::new(move || {
         let _ = reply_tx.send(fork_exec_here(request));
     });
-    sender
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .send(job)
-        .map_err(|_| broken())?;
+    crate::sync::lock(sender).send(job).map_err(|_| broken())?;
     reply_rx.recv().map_err(|_| broken())?
 }
 

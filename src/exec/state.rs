@@ -270,9 +270,7 @@ impl Drop for Shared {
 
 impl Shared {
     pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     /// Tells every waiter that something changed.

@@ -76,24 +76,14 @@ impl SpillStore {
         // if someone removed it meanwhile): saves a mkdir per run of a
         // server that runs thousands.
         static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-        let made = |dir: &Path| {
-            MADE.lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .iter()
-                .any(|known| known == dir)
-        };
-        if !made(&dir) {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|source| SpillError::CreateDir {
-                    path: dir.clone(),
-                    source,
-                })?;
-            let mut known = MADE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if known.len() < 16 {
-                known.push(dir.clone());
+        if !crate::sync::lock(&MADE).contains(&dir) {
+            make_store_dir(&dir).map_err(|source| SpillError::CreateDir {
+                path: dir.clone(),
+                source,
+            })?;
+            let mut made = crate::sync::lock(&MADE);
+            if made.len() < 16 {
+                made.push(dir.clone());
             }
         }
         Ok(Self {
@@ -335,10 +325,7 @@ impl SpillWriter {
             if error.kind() != std::io::ErrorKind::NotFound {
                 return Err(error);
             }
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&self.store.inner.dir)?;
+            make_store_dir(&self.store.inner.dir)?;
             open()
         });
         let file = match opened {
@@ -365,6 +352,11 @@ impl Drop for SpillWriter {
             self.store.enforce_cap_if_due(0);
         }
     }
+}
+
+/// Makes the store's directory (and its parents), private to the user.
+fn make_store_dir(dir: &Path) -> std::io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 #[cfg(test)]

@@ -88,9 +88,7 @@ impl Inner {
     fn lock(&self) -> MutexGuard<'_, State<oneshot::Sender<Permit>>> {
         // A panic while holding the lock leaves consistent counters (every
         // update is a single step), so a poisoned lock is still usable.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.state)
     }
 }
 
