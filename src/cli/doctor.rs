@@ -249,8 +249,8 @@ fn probe_cgroup() -> Probe {
             Err("no unified cgroup v2 hierarchy at /sys/fs/cgroup".into()),
         );
     }
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    let Some(relative) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+    let own = crate::exec::procfs::read_small("/proc/self/cgroup").unwrap_or_default();
+    let Some(relative) = crate::exec::cgroup::unified_cgroup_path(&own) else {
         return probe(
             "cgroup_v2",
             Err("/proc/self/cgroup names no v2 cgroup".into()),
