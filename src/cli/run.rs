@@ -51,7 +51,8 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
-/// `agent-reach run` parsed on its own (see `cli::main`): the same options.
+/// `agent-reach run` parsed on its own (see `cli::main`), and the
+/// `agent-reach-exec` personality's command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "agent-reach run",
@@ -60,18 +61,6 @@ pub struct RunArgs {
 pub struct RunCli {
     #[command(flatten)]
     pub run: RunArgs,
-}
-
-/// The `agent-reach-exec` personality's command line: the same options.
-#[derive(Debug, Parser)]
-#[command(
-    name = "agent-reach-exec",
-    version,
-    about = "Run one command through the agent-reach exec engine"
-)]
-struct ExecPersonalityCli {
-    #[command(flatten)]
-    run: RunArgs,
 }
 
 /// Disables the per-execution cgroup (the `/proc` session-tag fallback is
@@ -96,7 +85,16 @@ pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
 /// The `agent-reach-exec` personality: the same as `agent-reach run`.
 pub fn exec_personality(ctx: ProcessContext) -> i32 {
     let argv = std::iter::once(OsString::from("agent-reach-exec")).chain(ctx.args.iter().cloned());
-    match ExecPersonalityCli::try_parse_from(argv) {
+    // The same options as `run`, under the personality's own name, with
+    // --version as every personality has.
+    let command = <RunCli as clap::CommandFactory>::command()
+        .name("agent-reach-exec")
+        .about("Run one command through the agent-reach exec engine")
+        .version(env!("CARGO_PKG_VERSION"));
+    let parsed = command
+        .try_get_matches_from(argv)
+        .and_then(|matches| <RunCli as clap::FromArgMatches>::from_arg_matches(&matches));
+    match parsed {
         Ok(cli) => main(cli.run, ctx),
         Err(err) => super::clap_error_exit(&err, exit_code::INTERNAL),
     }
