@@ -16,7 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::clone_vm::{ChildStack, clone_vm};
+use super::clone_vm::clone_vm;
 use super::spawner::{ChildStdio, ForkRequest};
 
 const CLONE_PIDFD: u64 = 0x1000;
@@ -29,19 +29,19 @@ const CLONE_CLEAR_SIGHAND: u64 = 0x1_0000_0000;
 
 /// `struct clone_args` of the kernel (version 2, with `cgroup`).
 #[repr(C)]
-#[derive(Default)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
+#[derive(Default, Clone, Copy)]
+pub(super) struct CloneArgs {
+    pub(super) flags: u64,
+    pub(super) pidfd: u64,
+    pub(super) child_tid: u64,
+    pub(super) parent_tid: u64,
+    pub(super) exit_signal: u64,
+    pub(super) stack: u64,
+    pub(super) stack_size: u64,
+    pub(super) tls: u64,
+    pub(super) set_tid: u64,
+    pub(super) set_tid_size: u64,
+    pub(super) cgroup: u64,
 }
 
 /// A child started by [`spawn`].
@@ -175,27 +175,11 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
     // Signals stay blocked across the clone so nothing is delivered to the
     // child before CLONE_CLEAR_SIGHAND has reset the handlers.
     let blocked = AllSignalsBlockedGuard::new();
-    let (stack_low, stack_size) = ChildStack::for_this_thread().map_err(CloneError::Failed)?;
-    let mut vm_args = CloneArgs {
-        flags: args.flags | libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64,
-        stack: stack_low,
-        stack_size,
-        ..args
-    };
-    // SAFETY: the stack is ours and outlives the call (CLONE_VFORK returns
-    // once the child exec'd or exited); `child_entry` only makes
-    // async-signal-safe calls and never returns; signals are blocked.
-    let shared_memory = unsafe {
-        clone_vm(
-            std::ptr::addr_of_mut!(vm_args).cast(),
-            std::mem::size_of::<CloneArgs>(),
-            child_entry,
-            std::ptr::addr_of!(plan).cast(),
-        )
-    };
+    // SAFETY: `child_entry` only makes async-signal-safe calls and never
+    // returns; signals are blocked.
+    let shared_memory = unsafe { clone_vm(&args, child_entry, std::ptr::addr_of!(plan).cast()) };
     let result = match shared_memory {
-        Some(result) if result < 0 => Err(io::Error::from_raw_os_error((-result) as i32)),
-        Some(pid) => Ok(pid),
+        Some(result) => result,
         // SAFETY: clone3 without CLONE_VM is a fork: the child gets a copy
         // of our memory, in which every pointer of `plan` stays valid.
         None => unsafe {

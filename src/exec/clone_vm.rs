@@ -13,8 +13,10 @@
 //! returns. Only x86_64 has them; elsewhere [`clone_vm`] is `None` and the
 //! caller forks the plain way.
 
+use super::clone3::CloneArgs;
+
 /// What the child runs: never returns (it execs or exits).
-pub type ChildEntry = unsafe extern "C" fn(*const u8) -> !;
+pub(super) type ChildEntry = unsafe extern "C" fn(*const u8) -> !;
 
 /// Bytes of stack for the child: it makes a few dozen system calls through
 /// libc and nothing else.
@@ -26,13 +28,15 @@ const CHILD_STACK_BYTES: usize = 64 * 1024;
 /// follow each other (CLONE_VFORK holds it until the child exec'd), and
 /// mapping, protecting and unmapping a stack per spawn would cost each one
 /// TLB shoot-downs on every core running one of our threads.
-pub struct ChildStack {
+#[cfg(target_arch = "x86_64")]
+struct ChildStack {
     base: *mut libc::c_void,
     len: usize,
 }
 
+#[cfg(target_arch = "x86_64")]
 impl ChildStack {
-    pub fn new() -> std::io::Result<Self> {
+    fn new() -> std::io::Result<Self> {
         const GUARD: usize = 4096;
         let len = CHILD_STACK_BYTES + GUARD;
         // SAFETY: a fresh private anonymous mapping, ours alone.
@@ -58,7 +62,7 @@ impl ChildStack {
     }
 
     /// This thread's stack (made on first use): lowest address and size.
-    pub fn for_this_thread() -> std::io::Result<(u64, u64)> {
+    fn for_this_thread() -> std::io::Result<(u64, u64)> {
         thread_local! {
             static STACK: std::cell::OnceCell<ChildStack> = const { std::cell::OnceCell::new() };
         }
@@ -76,11 +80,12 @@ impl ChildStack {
     /// Lowest address and size, for `clone_args.stack`/`stack_size` (the
     /// guard page included: the kernel starts the child at the top, which
     /// is page-aligned, so 16-byte aligned as a call needs).
-    pub fn bounds(&self) -> (u64, u64) {
+    fn bounds(&self) -> (u64, u64) {
         (self.base as u64, self.len as u64)
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 impl Drop for ChildStack {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the mapping `new` made.
@@ -88,26 +93,37 @@ impl Drop for ChildStack {
     }
 }
 
-/// Runs `clone3` with `args` (which must hold `CLONE_VM | CLONE_VFORK` and
-/// a stack); in the child calls `entry(arg)`. Returns the raw result: the
-/// child's pid, or `-errno`.
+/// Runs `clone3` with `args` plus `CLONE_VM | CLONE_VFORK` on this thread's
+/// child stack; in the child calls `entry(arg)`. Returns the child's pid,
+/// or the error of the clone (or of making the stack).
 ///
 /// # Safety
-/// `args` must be a valid `clone_args` of `size` bytes whose stack is
-/// unused memory that outlives the call; `entry` must only make
-/// async-signal-safe calls (it shares our memory) and must never return;
-/// all signals should be blocked so no handler of ours runs in the child.
+/// `entry` must only make async-signal-safe calls (it shares our memory)
+/// and must never return; `arg` must stay valid until this returns; all
+/// signals should be blocked so nothing is delivered to the child before
+/// it has reset its handlers.
 #[cfg(target_arch = "x86_64")]
-pub unsafe fn clone_vm(
-    args: *mut u8,
-    size: usize,
+pub(super) unsafe fn clone_vm(
+    args: &CloneArgs,
     entry: ChildEntry,
     arg: *const u8,
-) -> Option<i64> {
+) -> Option<std::io::Result<i64>> {
+    let (stack, stack_size) = match ChildStack::for_this_thread() {
+        Ok(bounds) => bounds,
+        Err(err) => return Some(Err(err)),
+    };
+    let mut vm_args = CloneArgs {
+        flags: args.flags | libc::CLONE_VM as u64 | libc::CLONE_VFORK as u64,
+        stack,
+        stack_size,
+        ..*args
+    };
     let result: i64;
-    // SAFETY: see the function's contract. The parent comes back from the
-    // syscall with rcx/r11 clobbered and rax = the pid; the child (rax = 0)
-    // runs on the stack the kernel switched it to and never comes back.
+    // SAFETY: see the function's contract; the stack is this thread's and
+    // unused while it waits (CLONE_VFORK returns once the child exec'd or
+    // exited). The parent comes back from the syscall with rcx/r11
+    // clobbered and rax = the pid; the child (rax = 0) runs on the stack the
+    // kernel switched it to and never comes back.
     unsafe {
         std::arch::asm!(
             "syscall",
@@ -118,8 +134,8 @@ pub unsafe fn clone_vm(
             "ud2",
             "2:",
             inlateout("rax") libc::SYS_clone3 => result,
-            in("rdi") args,
-            in("rsi") size,
+            in("rdi") std::ptr::addr_of_mut!(vm_args),
+            in("rsi") std::mem::size_of::<CloneArgs>(),
             in("r12") arg,
             in("r13") entry,
             lateout("rcx") _,
@@ -127,7 +143,11 @@ pub unsafe fn clone_vm(
             options(nostack),
         );
     }
-    Some(result)
+    Some(if result < 0 {
+        Err(std::io::Error::from_raw_os_error((-result) as i32))
+    } else {
+        Ok(result)
+    })
 }
 
 /// Not available off x86_64: the caller forks without `CLONE_VM`.
@@ -135,11 +155,10 @@ pub unsafe fn clone_vm(
 /// # Safety
 /// Always safe: does nothing.
 #[cfg(not(target_arch = "x86_64"))]
-pub unsafe fn clone_vm(
-    _args: *mut u8,
-    _size: usize,
+pub(super) unsafe fn clone_vm(
+    _args: &CloneArgs,
     _entry: ChildEntry,
     _arg: *const u8,
-) -> Option<i64> {
+) -> Option<std::io::Result<i64>> {
     None
 }
