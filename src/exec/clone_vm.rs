@@ -20,6 +20,7 @@ pub(super) type ChildEntry = unsafe extern "C" fn(*const u8) -> !;
 
 /// Bytes of stack for the child: it makes a few dozen system calls through
 /// libc and nothing else.
+#[cfg(target_arch = "x86_64")]
 const CHILD_STACK_BYTES: usize = 64 * 1024;
 
 /// A child stack: its own mapping with an inaccessible page below it, so an
