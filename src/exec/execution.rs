@@ -65,7 +65,9 @@ struct Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         let shared = &self.shared;
-        let settled = shared.lock().settled;
+        // A settled command with no survivors left nothing to look for (a
+        // dead tree cannot grow).
+        let settled = self.settled.initialized() && shared.lock().survivors.is_empty();
         if !settled && kill::may_have_members(shared) {
             kill::kill_now(shared);
         }
@@ -398,8 +400,6 @@ impl Execution {
                     .await;
                 }
                 kill::reap_and_release(shared);
-                let mut state = shared.lock();
-                state.settled = state.survivors.is_empty();
             })
             .await;
     }

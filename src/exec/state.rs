@@ -191,9 +191,6 @@ pub struct State {
     /// Bytes of `match_buf` already searched without a match.
     pub match_scanned: usize,
     pub survivors: Vec<u32>,
-    /// The clean-up after the exit found nothing left of the command: the
-    /// last handle's drop need not look again (a dead tree cannot grow).
-    pub settled: bool,
     /// A window was taken: its fold marker may name the spill files.
     pub windows_taken: bool,
     /// [`Captures::total_raw_bytes`] at the last take.
@@ -215,7 +212,6 @@ impl State {
             match_buf: Vec::new(),
             match_scanned: 0,
             survivors: Vec::new(),
-            settled: false,
             windows_taken: false,
             taken_raw_bytes: 0,
             keep_for_matching: true,
