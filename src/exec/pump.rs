@@ -131,16 +131,9 @@ pub fn run(
             }
             // Empty the pipe (within a bound, fair to the other stream):
             // after a pause it holds several reads' worth.
-            let mut source_read = 0;
-            while source_read < ROUND_READ_LIMIT {
-                match read_once(&shared, source, &mut buf) {
-                    ReadOutcome::Closed => {
-                        closed.push(index);
-                        break;
-                    }
-                    ReadOutcome::Data(n) => source_read += n,
-                    ReadOutcome::WouldBlock => break,
-                }
+            let (source_read, gone) = read_available(&shared, source, &mut buf, ROUND_READ_LIMIT);
+            if gone {
+                closed.push(index);
             }
             if source_read > 0 {
                 round_read += source_read;
@@ -255,6 +248,25 @@ fn read_once(shared: &Shared, source: &mut Source, buf: &mut [u8]) -> ReadOutcom
     }
 }
 
+/// Reads what `source` holds, up to about `limit` bytes: the bytes read,
+/// and whether it closed.
+fn read_available(
+    shared: &Shared,
+    source: &mut Source,
+    buf: &mut [u8],
+    limit: usize,
+) -> (usize, bool) {
+    let mut read = 0;
+    while read < limit {
+        match read_once(shared, source, buf) {
+            ReadOutcome::Data(n) => read += n,
+            ReadOutcome::WouldBlock => break,
+            ReadOutcome::Closed => return (read, true),
+        }
+    }
+    (read, false)
+}
+
 fn deliver(shared: &Shared, source: &mut Source, bytes: &[u8]) {
     let normalized;
     let bytes = match source.crlf.as_mut() {
@@ -322,15 +334,15 @@ fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> b
     let mut read_total = 0;
     let mut closed = Vec::new();
     for (index, source) in sources.iter_mut().enumerate() {
-        while read_total < FINAL_READ_LIMIT {
-            match read_once(shared, source, buf) {
-                ReadOutcome::Data(n) => read_total += n,
-                ReadOutcome::WouldBlock => break,
-                ReadOutcome::Closed => {
-                    closed.push(index);
-                    break;
-                }
-            }
+        let (read, gone) = read_available(
+            shared,
+            source,
+            buf,
+            FINAL_READ_LIMIT.saturating_sub(read_total),
+        );
+        read_total += read;
+        if gone {
+            closed.push(index);
         }
     }
     close_sources(shared, sources, closed);
