@@ -72,7 +72,7 @@ pub fn listening_ports(pids: &BTreeSet<i32>) -> Vec<u16> {
     let net = Path::new("/proc").join(first.to_string()).join("net");
     let mut by_inode: BTreeMap<u64, u16> = BTreeMap::new();
     for table in ["tcp", "tcp6"] {
-        let text = fs::read_to_string(net.join(table)).unwrap_or_default();
+        let text = crate::exec::procfs::read_small(net.join(table)).unwrap_or_default();
         by_inode.extend(parse_listening(&text));
     }
     if by_inode.is_empty() {
