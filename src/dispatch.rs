@@ -9,7 +9,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
-use std::process::ExitCode;
 
 use crate::context::{DEPTH_VAR, ProcessContext};
 use crate::exit_code;
@@ -108,7 +107,43 @@ pub fn choose(mut argv: Vec<OsString>) -> Result<(Personality, Vec<OsString>), U
 }
 
 /// The process entry point: choose, capture the context, run, exit.
-pub fn main() -> ExitCode {
+pub fn process_main() -> i32 {
+    prepare_process();
+    let code = main();
+    // Rust's runtime would flush stdout at exit; ours is the C one.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    code
+}
+
+/// What Rust's start-up did for us and the C entry point does not: SIGPIPE
+/// ignored, so a write to a closed pipe is an `EPIPE` we handle (exit 0)
+/// rather than a silent death; and the three standard descriptors open, so
+/// no file we open later becomes a stdout that a child or a print writes to.
+fn prepare_process() {
+    // SAFETY: setting a signal's disposition to SIG_IGN before any thread
+    // exists; poll and open take plain arguments and our own buffer.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        });
+        if libc::poll(fds.as_mut_ptr(), 3, 0) < 0 {
+            return;
+        }
+        for fd in fds.iter().filter(|fd| fd.revents & libc::POLLNVAL != 0) {
+            // The lowest free descriptor: the closed standard one.
+            let opened = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            if opened >= 0 && opened != fd.fd {
+                libc::close(opened);
+            }
+        }
+    }
+}
+
+/// Dispatch: picks the personality and runs it to its exit code.
+pub fn main() -> i32 {
     let (personality, args) = match choose(std::env::args_os().collect()) {
         Ok(chosen) => chosen,
         Err(err) => {
@@ -144,8 +179,8 @@ pub fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
     }
 }
 
-fn exit(code: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(u8::MAX))
+fn exit(code: i32) -> i32 {
+    code.clamp(0, 255)
 }
 
 #[cfg(test)]

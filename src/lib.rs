@@ -2,7 +2,7 @@
 //!
 //! One binary, several personalities chosen by the name it was started under
 //! ([`dispatch`]). Each personality is a library function that returns an
-//! exit code; `main.rs` only calls [`dispatch::main`].
+//! exit code; `main.rs` only calls [`dispatch::process_main`].
 
 pub mod apply_patch;
 pub mod cli;

@@ -110,18 +110,6 @@ impl Execution {
         } else {
             (ChildStdio::Pipes, None)
         };
-        // The pump thread starts before the fork, so its start-up overlaps
-        // the command's exec instead of adding to the latency of each run.
-        let (pump_tx, pump_rx) = std::sync::mpsc::sync_channel::<pump::Job>(1);
-        std::thread::Builder::new()
-            .name("agent-reach-pump".into())
-            .stack_size(PUMP_STACK_BYTES)
-            .spawn(move || {
-                if let Ok(job) = pump_rx.recv() {
-                    job.run();
-                }
-            })
-            .map_err(watch_error)?;
         let forked = spawner::fork_exec(ForkRequest {
             program,
             argv,
@@ -196,11 +184,16 @@ impl Execution {
             wake: wake_rx,
             timeout_at,
         };
-        if pump_tx.send(job).is_err() {
+        // The pump starts after the fork: creating a thread costs the caller
+        // more than a trivial command's exec leaves idle, and here it
+        // overlaps the command's start instead of delaying it.
+        let started = std::thread::Builder::new()
+            .name("agent-reach-pump".into())
+            .stack_size(PUMP_STACK_BYTES)
+            .spawn(move || job.run());
+        if let Err(err) = started {
             kill::kill_now(&shared);
-            return Err(watch_error(std::io::Error::other(
-                "the pump thread is gone",
-            )));
+            return Err(watch_error(err));
         }
         Ok(Execution {
             owner: Arc::new(Owner {
