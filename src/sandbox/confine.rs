@@ -59,7 +59,6 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
             Some(build_plan(ctx, spec.policy, &cwd, &spec.writable_roots)?)
         }
     };
-
     // After the plan: a mount namespace made there replaces the mounts the
     // old working directory was resolved on.
     std::env::set_current_dir(&cwd).map_err(|source| SandboxError::Cwd {
@@ -83,7 +82,6 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
             (outcome.fs, outcome.abi)
         }
     };
-
     let filters = seccomp_rules::filters(spec.network)?;
     let net = match (seccomp_rules::install(&filters), spec.best_effort) {
         (Ok(()), _) => match spec.network {
@@ -171,7 +169,7 @@ fn working_dir(ctx: &ProcessContext, flag: Option<&Path>) -> Result<PathBuf, San
 
 /// Plans the filesystem rules from the real filesystem: canonical roots
 /// (an explicit root that does not exist is an error; `/tmp` or `$TMPDIR`
-/// missing is not), their protected paths, and the devices present.
+/// missing is not), their protected paths, and the devices.
 fn build_plan(
     ctx: &ProcessContext,
     policy: Policy,
@@ -238,11 +236,11 @@ fn build_plan(
     } else {
         fs_plan::split_writable(&roots, &explicit_roots, &protected, fs_plan::list_dir)
     };
+    // Absent ones are skipped when their rule cannot be opened.
     let devices = rules
         .devices
         .iter()
         .chain(&rules.device_dirs)
-        .filter(|path| path.exists())
         .cloned()
         .collect();
     Ok(FsPlan {

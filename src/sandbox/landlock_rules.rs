@@ -10,6 +10,7 @@
 //! connecting to pathname Unix sockets (ABI 9) stays allowed everywhere.
 //! Character and block device nodes can be made nowhere.
 
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use landlock::{
@@ -104,7 +105,9 @@ fn add_rule(
     let Ok(fd) = PathFd::new(path) else {
         return Ok(created);
     };
-    let is_dir = std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false);
+    // The opened descriptor, not the path again: one lookup per rule.
+    let is_dir = nix::sys::stat::fstat(fd.as_fd())
+        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
     let access = if is_dir {
         access
     } else {

@@ -63,6 +63,8 @@ pub mod policy;
 #[cfg(target_os = "linux")]
 pub mod read_only_mounts;
 #[cfg(target_os = "linux")]
+pub mod seccomp_fast_path;
+#[cfg(target_os = "linux")]
 pub mod seccomp_merge;
 #[cfg(target_os = "linux")]
 pub mod seccomp_rules;

@@ -111,6 +111,7 @@ fn x32_guard() -> BpfProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::seccomp_fast_path::{self, with_fast_path};
     use seccompiler::TargetArch;
 
     const ALWAYS_JSON: &str = include_str!("../../sandbox/seccomp.json");
@@ -143,8 +144,70 @@ mod tests {
         let expected = compile(&serde_json::to_string(&policy).unwrap(), target_arch());
         assert_eq!(precompiled::PRECOMPILED.len(), expected.len());
         for (name, program) in precompiled::PRECOMPILED {
-            assert_eq!(Some(&program.to_vec()), expected.get(*name), "{name}");
+            let expected = expected.get(*name).map(|p| with_fast_path(p));
+            assert_eq!(Some(program.to_vec()), expected, "{name}");
         }
+    }
+
+    /// The installed filters, fast path and all, give every syscall number
+    /// (native and foreign architecture, x32 numbers) with a spread of
+    /// argument values what seccompiler's plain chain gives it.
+    #[test]
+    fn fast_path_filters_decide_as_the_plain_chain() {
+        let mut policy: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(ALWAYS_JSON).unwrap();
+        if cfg!(target_arch = "x86_64") {
+            policy.extend(
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(X86_64_JSON)
+                    .unwrap(),
+            );
+        }
+        seccomp_merge::add_merged(&mut policy);
+        let plain = compile(&serde_json::to_string(&policy).unwrap(), target_arch());
+        let arch = |program: &[sock_filter]| program[1].k;
+        let values = [
+            0u32,
+            1,
+            2,
+            3,
+            10,
+            16,
+            17,
+            0x5412,
+            0x541c,
+            0x8000,
+            0x1000_0000,
+            0x2000_0000,
+            0x7e02_0000,
+            u32::MAX,
+        ];
+        let mut fast_paths = 0;
+        for (name, program) in precompiled::PRECOMPILED {
+            let chain = &plain[*name];
+            if program.len() > chain.len() {
+                fast_paths += 1;
+            }
+            for arch in [arch(program), 0x4000_0003] {
+                for nr in (0..1024).chain([0x4000_0000, 0x4000_0010, 0x4000_01b3]) {
+                    for value in values {
+                        let mut data = [0u32; 16];
+                        data[0] = nr;
+                        data[1] = arch;
+                        // Every argument's low word, and the second's high word.
+                        for word in [4, 6, 8, 10, 12, 14] {
+                            data[word] = value;
+                        }
+                        data[7] = value & 1;
+                        let decide =
+                            |p: &[sock_filter]| seccomp_fast_path::run(p, &data).map(|r| r.0);
+                        let expected = decide(chain);
+                        assert!(expected.is_some(), "{name}: nr {nr} ran off the program");
+                        assert_eq!(decide(program), expected, "{name}: nr {nr} arg {value:#x}");
+                    }
+                }
+            }
+        }
+        assert!(fast_paths >= 2, "the merged filters lost their fast path");
     }
 
     #[test]
