@@ -53,11 +53,11 @@ pub enum SandboxError {
     #[error("the built-in seccomp policy {name} does not compile: {message}")]
     SeccompPolicy { name: &'static str, message: String },
     #[error(
-        "cannot install the seccomp filter {name} (needed for {purpose}): {message}; use --best-effort to run without it"
+        "cannot install the seccomp filters {names} (needed for {purposes}): {message}; use --best-effort to run without them"
     )]
     Seccomp {
-        name: &'static str,
-        purpose: &'static str,
+        names: String,
+        purposes: String,
         message: String,
     },
     #[error("{}: command not found", .command.to_string_lossy())]

@@ -68,6 +68,8 @@ pub mod seccomp_fast_path;
 pub mod seccomp_merge;
 #[cfg(target_os = "linux")]
 pub mod seccomp_rules;
+#[cfg(target_os = "linux")]
+pub mod seccomp_stack;
 
 pub use attestation::read_attestation;
 #[cfg(target_os = "linux")]

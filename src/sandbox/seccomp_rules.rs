@@ -1,6 +1,6 @@
 //! The seccomp half: the compiled-in JSON policy (`sandbox/seccomp*.json`,
-//! seccompiler's format) compiled for this architecture and installed as a
-//! few small stacked filters. build.rs compiles the JSON at build time; the
+//! seccompiler's format) compiled for this architecture: a few small
+//! filters, installed stacked into one program. build.rs compiles the JSON at build time; the
 //! tests check its output against a compile at test time.
 //!
 //! seccomp sees only syscall numbers and register arguments, never memory:
@@ -15,6 +15,7 @@ use seccompiler::{BpfProgram, sock_filter};
 use super::error::SandboxError;
 use super::policy::Network;
 use super::seccomp_merge;
+use super::seccomp_stack;
 
 mod precompiled {
     //! build.rs's output: the JSON policy compiled for this architecture.
@@ -72,16 +73,25 @@ pub fn filters(network: Network) -> Result<Vec<NamedFilter>, SandboxError> {
     Ok(out)
 }
 
-/// Installs the filters on the calling thread; `no_new_privs` must be set.
+/// Installs the filters on the calling thread, stacked into one program
+/// (see [`seccomp_stack`]); `no_new_privs` must be set.
 pub fn install(filters: &[NamedFilter]) -> Result<(), SandboxError> {
-    for filter in filters {
-        seccompiler::apply_filter(&filter.program).map_err(|err| SandboxError::Seccomp {
-            name: filter.name,
-            purpose: filter.purpose,
+    let programs: Vec<&[sock_filter]> = filters.iter().map(|f| f.program.as_slice()).collect();
+    seccompiler::apply_filter(&seccomp_stack::stack(&programs)).map_err(|err| {
+        SandboxError::Seccomp {
+            names: filters
+                .iter()
+                .map(|f| f.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            purposes: filters
+                .iter()
+                .map(|f| f.purpose)
+                .collect::<Vec<_>>()
+                .join("; "),
             message: err.to_string(),
-        })?;
-    }
-    Ok(())
+        }
+    })
 }
 
 /// On x86_64 the x32 ABI reuses the architecture tag with syscall numbers
@@ -112,6 +122,7 @@ fn x32_guard() -> BpfProgram {
 mod tests {
     use super::*;
     use crate::sandbox::seccomp_fast_path::{self, with_fast_path};
+    use crate::sandbox::seccomp_stack;
     use seccompiler::TargetArch;
 
     const ALWAYS_JSON: &str = include_str!("../../sandbox/seccomp.json");
@@ -208,6 +219,49 @@ mod tests {
             }
         }
         assert!(fast_paths >= 2, "the merged filters lost their fast path");
+    }
+
+    /// The one program installed decides every syscall as the filters
+    /// installed one by one would.
+    #[test]
+    fn the_stacked_program_decides_as_separate_filters() {
+        let values = [
+            0u32,
+            1,
+            2,
+            10,
+            16,
+            0x5412,
+            0x1000_0000,
+            0x7e02_0000,
+            u32::MAX,
+        ];
+        for network in [Network::Deny, Network::Allow] {
+            let filters = filters(network).unwrap();
+            let programs: Vec<&[sock_filter]> =
+                filters.iter().map(|f| f.program.as_slice()).collect();
+            let stacked = seccomp_stack::stack(&programs);
+            let native = filters[0].program[1].k;
+            for arch in [native, 0x4000_0003, 0xc000_00b7] {
+                for nr in (0..1024).chain([0x4000_0000, 0x4000_0010, 0x4000_01b3, u32::MAX]) {
+                    for value in values {
+                        let mut data = [0u32; 16];
+                        data[0] = nr;
+                        data[1] = arch;
+                        for word in [4, 6, 8, 10, 12, 14] {
+                            data[word] = value;
+                        }
+                        let separate = seccomp_stack::kernel_decision(&programs, &data);
+                        assert!(separate.is_some(), "{network:?}: nr {nr} ran off a program");
+                        assert_eq!(
+                            seccomp_fast_path::run(&stacked, &data).map(|r| r.0),
+                            separate,
+                            "{network:?}: nr {nr:#x} arch {arch:#x} arg {value:#x}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
