@@ -2,7 +2,8 @@
 //! seccompiler's JSON form) to BPF for the target architecture, so that
 //! `agent-reach-sandbox` installs ready-made filters instead of parsing and
 //! compiling JSON on every start (about 90 µs of its hot path), each with a
-//! binary-search fast path in front (see `seccomp_fast_path`).
+//! binary-search fast path in front (see `seccomp_fast_path`); and turns the
+//! Landlock rule file `sandbox/landlock.toml` into code (see `rule_file`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -12,6 +13,10 @@ mod seccomp_merge;
 
 #[path = "src/sandbox/seccomp_fast_path.rs"]
 mod seccomp_fast_path;
+
+#[path = "src/sandbox/rule_file.rs"]
+#[allow(dead_code, reason = "the runtime half of the module is not used here")]
+mod rule_file;
 
 const POLICY_FILES: &[(&str, Option<&str>)] = &[
     ("sandbox/seccomp.json", None),
@@ -25,6 +30,8 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/sandbox/seccomp_merge.rs");
     println!("cargo:rerun-if-changed=src/sandbox/seccomp_fast_path.rs");
+    println!("cargo:rerun-if-changed=src/sandbox/rule_file.rs");
+    println!("cargo:rerun-if-changed=sandbox/landlock.toml");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let target_arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
@@ -75,4 +82,11 @@ fn main() {
     code.push_str("];\n");
     let dest = out_dir.join("seccomp_bpf.rs");
     std::fs::write(&dest, code).unwrap_or_else(|err| panic!("{}: {err}", dest.display()));
+
+    // The Landlock rule file, checked and turned into code.
+    let rules: rule_file::RuleFile = toml::from_str(rule_file::RULE_FILE)
+        .unwrap_or_else(|err| panic!("sandbox/landlock.toml: {err}"));
+    let dest = out_dir.join("rule_file.rs");
+    std::fs::write(&dest, rules.to_rust())
+        .unwrap_or_else(|err| panic!("{}: {err}", dest.display()));
 }

@@ -134,8 +134,21 @@ pub struct CgroupGuard {
     dir: PathBuf,
     procs: OwnedFd,
     dir_fd: OwnedFd,
-    /// Set once the directory is gone, so the drop does not try again.
-    removed: AtomicBool,
+    /// Held across every read of and write to the directory, so a kill that
+    /// checked it cannot land after the release, on a cgroup that is
+    /// another execution's by then (a clone into a cgroup that is being
+    /// killed is killed too).
+    state: Mutex<GuardState>,
+}
+
+#[derive(Debug, Default)]
+struct GuardState {
+    /// The directory is gone or pooled: the guard never touches it again.
+    released: bool,
+    /// `cgroup.kill` was written. Such a cgroup is never pooled: Linux (seen
+    /// on 6.18) SIGKILLs every later `clone3(CLONE_INTO_CGROUP)` into a
+    /// cgroup that was ever killed, so its next command would die at birth.
+    killed: bool,
 }
 
 impl CgroupGuard {
@@ -186,33 +199,52 @@ impl CgroupGuard {
     /// The processes inside (zombies are not listed); none once the
     /// cgroup was released (it may be another execution's by then).
     pub fn members(&self) -> Vec<i32> {
-        if self.removed.load(Ordering::Acquire) {
+        if self.lock().released {
             return Vec::new();
         }
-        super::procfs::read_small(self.dir.join("cgroup.procs"))
-            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+        self.read_members()
     }
 
     /// Sends `signal` to every member.
     pub fn signal(&self, signal: i32) {
-        for pid in self.members() {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(pid, signal) };
+        let state = self.lock();
+        if !state.released {
+            self.signal_members(signal);
         }
     }
 
     /// SIGKILLs everything inside, including what forks while we kill.
     pub fn kill_all(&self) {
-        if self.removed.load(Ordering::Acquire) {
+        let mut state = self.lock();
+        if state.released {
             return;
         }
+        state.killed = true;
         let written = fs::OpenOptions::new()
             .write(true)
             .open(self.dir.join("cgroup.kill"))
             .and_then(|mut f| f.write_all(b"1"));
         if written.is_err() {
-            self.signal(libc::SIGKILL);
+            self.signal_members(libc::SIGKILL);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GuardState> {
+        crate::sync::lock(&self.state)
+    }
+
+    /// With the lock held and the cgroup not released.
+    fn read_members(&self) -> Vec<i32> {
+        super::procfs::read_small(self.dir.join("cgroup.procs"))
+            .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
+    /// With the lock held and the cgroup not released.
+    fn signal_members(&self, signal: i32) {
+        for pid in self.read_members() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, signal) };
         }
     }
 }
@@ -224,28 +256,28 @@ impl CgroupGuard {
     /// guard never touches it again; the drop tries again if it was not
     /// empty.
     pub fn release(&self) {
-        if self.removed.load(Ordering::Acquire) || !self.members().is_empty() {
+        let mut state = self.lock();
+        if state.released || !self.read_members().is_empty() {
             return;
         }
         let mut pool = pool();
-        if pool.len() < POOL_MAX {
+        if pool.len() < POOL_MAX && !state.killed {
             static AT_EXIT: Once = Once::new();
             // SAFETY: registering a plain extern "C" function.
             AT_EXIT.call_once(|| unsafe {
                 libc::atexit(release_pool_at_exit);
             });
             pool.push(self.dir.clone());
-            self.removed.store(true, Ordering::Release);
+            state.released = true;
             return;
         }
         drop(pool);
         if fs::remove_dir(&self.dir).is_ok() {
-            self.removed.store(true, Ordering::Release);
+            state.released = true;
         }
     }
 }
 
-/// A guard on an existing (new or pooled) cgroup directory.
 fn open_cgroup(dir: &Path) -> std::io::Result<CgroupGuard> {
     let procs = fs::OpenOptions::new()
         .write(true)
@@ -256,13 +288,18 @@ fn open_cgroup(dir: &Path) -> std::io::Result<CgroupGuard> {
         dir: dir.to_path_buf(),
         procs,
         dir_fd,
-        removed: AtomicBool::new(false),
+        state: Mutex::new(GuardState::default()),
     })
 }
 
 impl Drop for CgroupGuard {
     fn drop(&mut self) {
-        if *self.removed.get_mut() {
+        if self
+            .state
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .released
+        {
             return;
         }
         for _ in 0..40 {
@@ -326,6 +363,23 @@ mod tests {
         second.kill_all();
         child.wait().unwrap();
         drop(second);
+    }
+
+    #[test]
+    fn a_killed_cgroup_is_removed_not_pooled() {
+        let killed = match CgroupGuard::create("ar-test-pool-killed") {
+            Ok(guard) => guard,
+            Err(err) => {
+                eprintln!("SKIPPED: no writable cgroup2 here ({err})");
+                return;
+            }
+        };
+        killed.kill_all();
+        killed.release();
+        assert!(!killed.dir().exists(), "the killed cgroup was kept");
+        let next = CgroupGuard::create("ar-test-pool-after-kill").unwrap();
+        assert_ne!(next.dir(), killed.dir());
+        next.release();
     }
 
     #[test]

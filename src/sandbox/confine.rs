@@ -176,7 +176,7 @@ fn build_plan(
     cwd: &Path,
     explicit: &[PathBuf],
 ) -> Result<FsPlan, SandboxError> {
-    let rules = RuleFile::builtin().map_err(SandboxError::RuleFile)?;
+    let rules = RuleFile::builtin();
     let mut explicit_roots = Vec::with_capacity(explicit.len());
     if policy == Policy::WorkspaceWrite {
         for root in explicit {

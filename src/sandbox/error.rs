@@ -48,8 +48,6 @@ pub enum SandboxError {
     },
     #[error("Landlock: {0}")]
     Landlock(landlock::RulesetError),
-    #[error("the built-in Landlock rule file sandbox/landlock.toml is invalid: {0}")]
-    RuleFile(toml::de::Error),
     #[error("the built-in seccomp policy {name} does not compile: {message}")]
     SeccompPolicy { name: &'static str, message: String },
     #[error(
@@ -84,7 +82,6 @@ impl SandboxError {
             | SandboxError::LandlockTooOld { .. }
             | SandboxError::LandlockRule { .. }
             | SandboxError::Landlock(_)
-            | SandboxError::RuleFile(_)
             | SandboxError::SeccompPolicy { .. }
             | SandboxError::Seccomp { .. } => exit_code::INTERNAL,
         }

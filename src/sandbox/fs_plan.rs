@@ -24,58 +24,13 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
 use super::policy::Policy;
-
-/// The compiled-in rule file.
-pub const RULE_FILE: &str = include_str!("../../sandbox/landlock.toml");
-
-/// The data of [`RULE_FILE`].
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuleFile {
-    /// Devices usable under every policy.
-    pub devices: Vec<PathBuf>,
-    /// Directories of devices usable under every policy.
-    pub device_dirs: Vec<PathBuf>,
-    /// Writable under workspace-write, when they exist.
-    pub workspace_roots: Vec<PathBuf>,
-    /// Environment variables naming more workspace-write roots.
-    pub workspace_root_vars: Vec<String>,
-    /// Entry names kept read-only at the top of each writable root.
-    pub protected_names: Vec<String>,
-    /// When to add the read-only mount namespace under Landlock.
-    pub read_only_mounts: MountMode,
-}
-
-/// When the sandbox adds its read-only mount namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MountMode {
-    /// Under every confining policy.
-    Always,
-    /// Only where a protected path inside a writable root needs it.
-    Repositories,
-    /// Never: Landlock alone.
-    Never,
-}
-
-impl MountMode {
-    /// Whether to try the namespace, given whether anything needs protecting.
-    pub fn wanted(self, has_protected_paths: bool) -> bool {
-        match self {
-            MountMode::Always => true,
-            MountMode::Repositories => has_protected_paths,
-            MountMode::Never => false,
-        }
-    }
-}
+pub use super::rule_file::{MountMode, RULE_FILE, RuleFile};
 
 impl RuleFile {
-    /// Parses the compiled-in rule file.
-    pub fn builtin() -> Result<Self, toml::de::Error> {
-        toml::from_str(RULE_FILE)
+    /// The compiled-in rule file, as build.rs read it (see `rule_file`).
+    pub fn builtin() -> RuleFile {
+        include!(concat!(env!("OUT_DIR"), "/rule_file.rs"))
     }
 }
 
@@ -239,7 +194,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn rules() -> RuleFile {
-        RuleFile::builtin().unwrap()
+        RuleFile::builtin()
+    }
+
+    #[test]
+    fn the_built_rules_are_the_rule_file_parsed_now() {
+        let parsed: RuleFile = toml::from_str(RULE_FILE).unwrap();
+        assert_eq!(RuleFile::builtin(), parsed);
     }
 
     fn paths(list: &[&str]) -> Vec<PathBuf> {

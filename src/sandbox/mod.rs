@@ -59,9 +59,12 @@ pub mod fs_plan;
 pub mod landlock_rules;
 #[cfg(target_os = "linux")]
 pub mod launch;
+#[cfg(target_os = "linux")]
+pub mod mount_api;
 pub mod policy;
 #[cfg(target_os = "linux")]
 pub mod read_only_mounts;
+pub mod rule_file;
 #[cfg(target_os = "linux")]
 pub mod seccomp_fast_path;
 #[cfg(target_os = "linux")]

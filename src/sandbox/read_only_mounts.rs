@@ -10,9 +10,8 @@
 //! outside the writable roots pass it. When the process may create a mount
 //! namespace (root, or any user with unprivileged user namespaces), it makes
 //! its own copy of the mount table, marks it a slave of the host's (nothing
-//! propagates back), binds each writable root onto itself, binds each
-//! protected path onto itself read-only, and finally remounts every other
-//! mount read-only. The writable roots are then granted whole, so new files
+//! propagates back), makes every mount but the writable roots read-only, and
+//! binds each protected path onto itself read-only. The writable roots are then granted whole, so new files
 //! at the repository root, `sed -i` and editors' atomic saves all work; `.git`
 //! answers EROFS (EBUSY for renaming or removing it, EXDEV for linking or
 //! moving files across it), and so does every metadata change outside.
@@ -30,6 +29,8 @@ use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::statvfs::{FsFlags, statvfs};
 
+use super::mount_api::{self, MountApiError};
+
 /// Why the mount approach could not be used (the caller falls back).
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
@@ -44,6 +45,8 @@ pub enum MountError {
     Private(nix::Error),
     #[error("cannot bind {path} read-only: {source}")]
     Bind { path: PathBuf, source: nix::Error },
+    #[error("{0}")]
+    Api(MountApiError),
 }
 
 /// How the namespace was obtained.
@@ -57,9 +60,11 @@ pub enum Namespace {
 
 /// Moves this (single-threaded) process into a private mount namespace with
 /// `writable` writable, `protected` (inside them) read-only, and every other
-/// mount read-only. An error before the last step leaves only harmless extra
-/// mounts behind; failures of the last step (a mount the kernel will not
-/// remount) are skipped, Landlock still guarding those paths.
+/// mount read-only: with the mount API in a few syscalls ([`mount_api`]),
+/// else one remount per mount. An error leaves at most what Landlock
+/// enforces anyway (extra mounts, or everything but the roots read-only);
+/// a mount the kernel will not remount one by one is skipped, Landlock
+/// still guarding its paths.
 pub fn isolate(
     writable: &[PathBuf],
     protected: &[PathBuf],
@@ -75,38 +80,58 @@ pub fn isolate(
             Namespace::UserAndMount
         }
     };
-    let mounts = parse_mountinfo(
-        &crate::exec::procfs::read_small("/proc/self/mountinfo").unwrap_or_default(),
-    );
-    // Our binds must not propagate back to the host's mount table; with no
-    // shared mount (most containers) there is nothing to cut.
-    if mounts.iter().any(|m| m.shared) {
-        mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            MsFlags::MS_REC | MsFlags::MS_SLAVE,
-            None::<&str>,
-        )
-        .map_err(MountError::Private)?;
-    }
-    for path in writable {
-        bind(path)?;
+    // Our mounts must not propagate back to the host's mount table (where
+    // nothing is shared, as in most containers, this changes nothing).
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .map_err(MountError::Private)?;
+    let by_api = match mount_api::read_only_except(writable) {
+        Ok(()) => true,
+        Err(MountApiError::Unavailable { .. }) => false,
+        Err(err @ MountApiError::Restore { .. }) => return Err(MountError::Api(err)),
+    };
+    if !by_api {
+        remount_one_by_one(writable)?;
     }
     for path in protected {
         bind(path)?;
-        let locked = statvfs(path.as_path())
-            .map(|s| locked_flags(s.flags()))
-            .and_then(|locked| remount_read_only(path, locked));
-        locked.map_err(|source| MountError::Bind {
+        let read_only = if by_api {
+            mount_api::set_read_only(path)
+                .map_err(|err| nix::Error::from_raw(err.raw_os_error().unwrap_or(libc::EINVAL)))
+        } else {
+            statvfs(path.as_path())
+                .map(|s| locked_flags(s.flags()))
+                .and_then(|locked| remount_read_only(path, locked))
+        };
+        read_only.map_err(|source| MountError::Bind {
             path: path.clone(),
             source,
         })?;
     }
+    Ok(namespace)
+}
+
+/// Where the mount API is missing (before Linux 5.12): each writable root
+/// bound onto itself, then every other mount remounted read-only on its own.
+/// A mount the kernel will not remount is skipped, Landlock still guarding
+/// its paths.
+fn remount_one_by_one(writable: &[PathBuf]) -> Result<(), MountError> {
+    let mounts = parse_mountinfo(
+        &crate::exec::procfs::read_small("/proc/self/mountinfo").unwrap_or_default(),
+    );
+    // Every bind before the first remount: a failure leaves nothing read-only.
+    for path in writable {
+        bind(path)?;
+    }
     for entry in mounts_to_make_read_only(&mounts, writable) {
         let _ = remount_read_only(&entry.point, entry.flags);
     }
-    Ok(namespace)
+    Ok(())
 }
 
 fn write_id_maps(uid: u32, gid: u32) -> Result<(), MountError> {

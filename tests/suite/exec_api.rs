@@ -107,7 +107,14 @@ fn a_pty_session_takes_input_and_says_when_it_waits_for_it() {
         let end = execution
             .wait(Instant::now() + Duration::from_secs(10), Some(&prompt))
             .await;
-        assert_eq!(end, WaitEnd::Matched);
+        assert_eq!(
+            end,
+            WaitEnd::Matched,
+            "pid {} exit {:?} output {:?}",
+            execution.pid(),
+            execution.exit_info(),
+            execution.take_output(&opts()).text
+        );
         let deadline = Instant::now() + Duration::from_secs(5);
         while !execution.awaiting_input() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -125,6 +132,36 @@ fn a_pty_session_takes_input_and_says_when_it_waits_for_it() {
         assert!(!text.contains('\r'), "{text:?}");
         assert!(!execution.awaiting_input(), "sleeping, not reading");
         bounded("terminate", execution.terminate()).await;
+    });
+}
+
+/// A command killed with SIGKILL (its cgroup killed) must not doom the
+/// next command of the same process: Linux kills every later clone into a
+/// cgroup that was killed once, so such a cgroup must never be reused.
+#[test]
+fn a_command_after_a_killed_one_runs_normally() {
+    let env = TestEnv::new();
+    let up = regex::Regex::new("up").unwrap();
+    runtime().block_on(async {
+        for round in 0..3 {
+            let mut stubborn = spec(&env, "trap '' TERM; echo up; sleep 30", false);
+            stubborn.kill_grace = Duration::from_millis(100);
+            let execution = Execution::spawn(stubborn).unwrap();
+            let end = execution
+                .wait(Instant::now() + Duration::from_secs(10), Some(&up))
+                .await;
+            assert_eq!(end, WaitEnd::Matched, "round {round}");
+            let report = bounded("terminate", execution.terminate()).await;
+            assert!(report.escalated, "round {round}: SIGKILL was needed");
+            let next = Execution::spawn(spec(&env, "echo next; exit 3", false)).unwrap();
+            let completed = bounded("finish", next.finish(&opts())).await;
+            assert_eq!(
+                (completed.exit.exit_code(), completed.stdout.text.as_str()),
+                (3, "next\n"),
+                "round {round}: the next command was killed at birth: {:?}",
+                completed.exit
+            );
+        }
     });
 }
 
