@@ -48,6 +48,11 @@ pub enum MountApiError {
 /// Makes every mount read-only except `writable` (and what is beneath them,
 /// which keeps its own flags). Roots nested in one another are fine.
 pub fn read_only_except(writable: &[PathBuf]) -> Result<(), MountApiError> {
+    // A mount moved onto `/` would not be seen (paths start at the old
+    // root); with all of `/` writable there is nothing to make read-only.
+    if writable.iter().any(|root| root.as_path() == Path::new("/")) {
+        return Ok(());
+    }
     // Outer roots first, so an inner root's clone ends up on top.
     let mut roots: Vec<&PathBuf> = writable.iter().collect();
     roots.sort_by_key(|root| root.as_os_str().len());
