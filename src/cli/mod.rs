@@ -7,6 +7,7 @@
 
 pub mod doctor;
 pub mod exec;
+pub mod interrupt;
 pub mod registry_args;
 pub mod run;
 pub mod serve;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use super::interrupt::InterruptGuard;
 use super::session::Session;
 use crate::context::ProcessContext;
 use crate::exec::{self, Completed, ExecError, Execution, RenderOptions, SpawnSpec};
@@ -115,8 +116,8 @@ pub enum RunSetupError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot start the async runtime: {0}")]
-    Runtime(std::io::Error),
+    #[error("cannot block SIGINT, SIGTERM and SIGHUP to watch for them: {0}")]
+    Signals(std::io::Error),
 }
 
 /// Names to copy from our environment, and values to set.
@@ -203,35 +204,39 @@ fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
         Ok(prepared) => prepared,
         Err(err) => return report_setup_error(args, &err.to_string()),
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => return report_setup_error(args, &RunSetupError::Runtime(err).to_string()),
+    // Before the pump thread starts, so it inherits the blocked signals.
+    let interrupts = match InterruptGuard::install() {
+        Ok(guard) => guard,
+        Err(err) => return report_setup_error(args, &RunSetupError::Signals(err).to_string()),
     };
     let opts = RenderOptions {
         max_output_tokens: args.max_output_tokens,
         keep_color: false,
     };
-    let timeout_ms = args.timeout_ms;
-    let outcome = runtime.block_on(async {
-        let mut signals = Interrupts::install();
-        let execution = Execution::spawn(prepared.spec)?;
-        let signal = tokio::select! {
-            () = execution.settle() => None,
-            signal = signals.next() => Some(signal),
-        };
-        if signal.is_some() {
-            // We were asked to stop: so is everything the command started.
-            execution.terminate().await;
-        }
-        let completed = execution.finish(&opts).await;
-        Ok::<(Completed, Option<i32>), ExecError>((completed, signal))
-    });
-    let code = print_outcome(args, outcome, timeout_ms);
+    let outcome = interrupts
+        .watch_fd()
+        .map_err(|source| ExecError::Watch {
+            program: args.command.first().cloned().unwrap_or_default(),
+            source,
+        })
+        .and_then(|fd| Execution::spawn_interruptible(prepared.spec, Some(fd)))
+        .map(|execution| {
+            if execution.settle_blocking(true).is_some() {
+                // We were asked to stop: so is everything the command started.
+                execution.terminate_blocking();
+            }
+            let completed = execution.finish_blocking(&opts);
+            // Also a signal that came after the pump stopped watching.
+            let signal = execution
+                .interrupted()
+                .or_else(|| interrupts.take_pending());
+            (completed, signal)
+        });
+    let code = print_outcome(args, outcome, args.timeout_ms);
     drop(session);
     drop(prepared._report_dir);
+    // Last: restoring the mask delivers a signal that is still pending.
+    drop(interrupts);
     code
 }
 
@@ -251,58 +256,6 @@ fn print_outcome(
         }
         Err(err) => report_exec_error(args, &err),
     }
-}
-
-/// SIGINT, SIGTERM and SIGHUP sent to `run` while the command runs: caught
-/// so that the command's whole tree is killed before we exit (a signal's
-/// default action would leave its grandchildren behind).
-struct Interrupts {
-    streams: Vec<(i32, tokio::signal::unix::Signal)>,
-}
-
-impl Interrupts {
-    fn install() -> Self {
-        use tokio::signal::unix::{SignalKind, signal};
-        let streams = [
-            (libc::SIGINT, SignalKind::interrupt()),
-            (libc::SIGTERM, SignalKind::terminate()),
-            (libc::SIGHUP, SignalKind::hangup()),
-        ]
-        .into_iter()
-        .filter_map(|(number, kind)| signal(kind).ok().map(|s| (number, s)))
-        .collect();
-        Self { streams }
-    }
-
-    /// The next signal that arrives (never, when none could be installed).
-    async fn next(&mut self) -> i32 {
-        if self.streams.is_empty() {
-            return std::future::pending().await;
-        }
-        let waits = self.streams.iter_mut().map(|(number, stream)| {
-            let number = *number;
-            Box::pin(async move {
-                stream.recv().await;
-                number
-            })
-        });
-        futures_select_first(waits.collect()).await
-    }
-}
-
-/// The output of the first of `futures` to finish.
-async fn futures_select_first<F: std::future::Future<Output = i32> + Unpin>(
-    mut futures: Vec<F>,
-) -> i32 {
-    std::future::poll_fn(move |cx| {
-        for future in futures.iter_mut() {
-            if let std::task::Poll::Ready(value) = std::pin::Pin::new(future).poll(cx) {
-                return std::task::Poll::Ready(value);
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }
 
 fn print_completed(args: &RunArgs, completed: &Completed, timeout_ms: u64) -> i32 {

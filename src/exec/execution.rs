@@ -79,6 +79,17 @@ impl Execution {
     /// Starts the command. Fails with a clear error (and the exit code for
     /// it) when the working directory or the program is unusable.
     pub fn spawn(spec: SpawnSpec) -> Result<Execution, ExecError> {
+        Self::spawn_interruptible(spec, None)
+    }
+
+    /// [`spawn`](Self::spawn), with a signalfd the pump watches too: a
+    /// signal read from it shows as `interrupted` to the blocking waits (see
+    /// [`settle_blocking`](Self::settle_blocking)), so a one-shot caller
+    /// needs no thread or runtime of its own to notice one.
+    pub fn spawn_interruptible(
+        spec: SpawnSpec,
+        interrupt: Option<OwnedFd>,
+    ) -> Result<Execution, ExecError> {
         let Some(program_name) = spec.argv.first().cloned() else {
             return Err(ExecError::EmptyCommand);
         };
@@ -183,6 +194,7 @@ impl Execution {
             pidfd,
             wake: wake_rx,
             timeout_at,
+            interrupt,
         };
         // The pump starts after the fork: creating a thread costs the caller
         // more than a trivial command's exec leaves idle, and here it
@@ -205,8 +217,20 @@ impl Execution {
         })
     }
 
-    fn shared(&self) -> &Shared {
+    pub(super) fn shared(&self) -> &Shared {
         &self.owner.shared
+    }
+
+    pub(super) fn shared_arc(&self) -> &Arc<Shared> {
+        &self.owner.shared
+    }
+
+    pub(super) fn settled_cell(&self) -> &tokio::sync::OnceCell<()> {
+        &self.owner.settled
+    }
+
+    pub(super) fn completed_cache(&self) -> &tokio::sync::Mutex<Option<Completed>> {
+        &self.owner.completed
     }
 
     /// The command's process id (also its process group and session id).
@@ -380,17 +404,11 @@ impl Execution {
                 shared
                     .wait_async(Instant::now() + EXIT_SETTLE, |s| s.output_done)
                     .await;
-                let output_done = shared.lock().output_done;
-                if !output_done || kill::may_have_members(shared) {
-                    // Something of the command is left, or holds its output
-                    // open: the slow path, on a thread since it sleeps
-                    // through the grace.
+                if something_is_left(shared) {
+                    // The slow path, on a thread since it sleeps through the
+                    // grace.
                     let shared = Arc::clone(shared);
-                    let _ = tokio::task::spawn_blocking(move || {
-                        kill::kill_everything(&shared);
-                        kill::drain(&shared);
-                    })
-                    .await;
+                    let _ = tokio::task::spawn_blocking(move || kill_and_drain(&shared)).await;
                 }
                 kill::reap_and_release(shared);
             })
@@ -405,10 +423,15 @@ impl Execution {
             return done.clone();
         }
         self.settle().await;
-        let survivors = self.owner.shared.lock().survivors.clone();
-        let completed = Completed::build(self, opts, survivors);
+        let completed = self.build_completed(opts);
         *cached = Some(completed.clone());
         completed
+    }
+
+    /// The result of a settled execution.
+    pub(super) fn build_completed(&self, opts: &RenderOptions) -> Completed {
+        let survivors = self.owner.shared.lock().survivors.clone();
+        Completed::build(self, opts, survivors)
     }
 
     pub(super) fn with_state<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -416,7 +439,19 @@ impl Execution {
     }
 }
 
-fn far_future() -> Instant {
+/// Whether something of the command is left after its exit, or holds its
+/// output open.
+pub(super) fn something_is_left(shared: &Shared) -> bool {
+    !shared.lock().output_done || kill::may_have_members(shared)
+}
+
+/// Kills what is left of the command, then drains its output. Blocking.
+pub(super) fn kill_and_drain(shared: &Shared) {
+    kill::kill_everything(shared);
+    kill::drain(shared);
+}
+
+pub(super) fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600)
 }
 

@@ -20,6 +20,7 @@
 //! attributed, killed and reaped (with several executions running, at
 //! their end or at the last [`kill_orphans`]).
 
+pub mod blocking;
 pub mod cgroup;
 pub mod clone3;
 pub mod clone_vm;

@@ -77,30 +77,29 @@ pub struct Job {
     pub pidfd: Option<OwnedFd>,
     pub wake: UnixStream,
     pub timeout_at: Option<Instant>,
+    /// A signalfd of the caller's: a signal read from it is recorded in the
+    /// state ([`State::interrupted`](super::state::State::interrupted)).
+    pub interrupt: Option<OwnedFd>,
 }
 
 impl Job {
     /// Runs the pump (see [`run`]).
     pub fn run(self) {
-        run(
-            self.shared,
-            self.sources,
-            self.pidfd,
-            self.wake,
-            self.timeout_at,
-        );
+        run(self);
     }
 }
 
 /// Runs the pump until every source is closed (or reading was stopped) and
 /// the exit is collected.
-pub fn run(
-    shared: Arc<Shared>,
-    mut sources: Vec<Source>,
-    pidfd: Option<OwnedFd>,
-    wake: UnixStream,
-    timeout_at: Option<Instant>,
-) {
+pub fn run(job: Job) {
+    let Job {
+        shared,
+        mut sources,
+        pidfd,
+        wake,
+        timeout_at,
+        mut interrupt,
+    } = job;
     let mut timeout_at = timeout_at;
     let mut pidfd = pidfd;
     let mut buf = vec![0u8; CHUNK];
@@ -120,8 +119,18 @@ pub fn run(
             start_timeout_kill(&shared);
         }
         let wait_limit = timeout_at.filter(|_| !exited);
-        let (ready, pid_ready, wake_ready) =
-            wait_ready(&sources, pidfd.as_ref(), &wake, exited, wait_limit);
+        let (ready, pid_ready, wake_ready, interrupt_ready) = wait_ready(
+            &sources,
+            pidfd.as_ref(),
+            &wake,
+            interrupt.as_ref(),
+            exited,
+            wait_limit,
+        );
+        if interrupt_ready && !record_interrupt(&shared, interrupt.as_ref()) {
+            // Unreadable: stop watching it rather than spin on it.
+            interrupt = None;
+        }
         let mut closed = Vec::new();
         let mut round_read = 0;
         let mut may_pause = true;
@@ -187,13 +196,16 @@ fn start_timeout_kill(shared: &Arc<Shared>) {
     }
 }
 
+/// Which sources are readable, and whether the pidfd, the wake-up socket
+/// and the interrupt descriptor are.
 fn wait_ready(
     sources: &[Source],
     pidfd: Option<&OwnedFd>,
     wake: &UnixStream,
+    interrupt: Option<&OwnedFd>,
     exited: bool,
     until: Option<Instant>,
-) -> (Vec<bool>, bool, bool) {
+) -> (Vec<bool>, bool, bool, bool) {
     let mut fds: Vec<PollFd> = sources
         .iter()
         .map(|s| PollFd::new(s.fd.as_fd(), PollFlags::POLLIN))
@@ -207,6 +219,10 @@ fn wait_ready(
     };
     fds.push(PollFd::new(wake.as_fd(), PollFlags::POLLIN));
     let wake_index = fds.len() - 1;
+    let interrupt_index = interrupt.map(|fd| {
+        fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+        fds.len() - 1
+    });
     let tick = (!exited && pidfd.is_none()).then(|| Duration::from_millis(u64::from(TICK_MS)));
     let to_deadline =
         until.map(|at| at.saturating_duration_since(Instant::now()) + Duration::from_millis(1));
@@ -217,7 +233,7 @@ fn wait_ready(
     };
     if poll(&mut fds, timeout).is_err() {
         // EINTR: just look again.
-        return (vec![false; sources.len()], false, false);
+        return (vec![false; sources.len()], false, false, false);
     }
     let hit = |fd: &PollFd| {
         fd.revents().is_some_and(|r| {
@@ -226,7 +242,27 @@ fn wait_ready(
     };
     let ready = fds[..sources.len()].iter().map(hit).collect();
     let pid_ready = pid_index.is_some_and(|i| hit(&fds[i]));
-    (ready, pid_ready, hit(&fds[wake_index]))
+    let interrupt_ready = interrupt_index.is_some_and(|i| hit(&fds[i]));
+    (ready, pid_ready, hit(&fds[wake_index]), interrupt_ready)
+}
+
+/// Reads one signal from the interrupt signalfd into the state (the first
+/// one is kept); false if the descriptor cannot be read.
+fn record_interrupt(shared: &Shared, interrupt: Option<&OwnedFd>) -> bool {
+    let Some(fd) = interrupt else {
+        return false;
+    };
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    // SAFETY: reading one `signalfd_siginfo` into a value of that type.
+    let n = unsafe { libc::read(fd.as_raw_fd(), (&raw mut info).cast(), size) };
+    if n != size as isize {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
+    }
+    let signal = info.ssi_signo as i32;
+    shared.lock().interrupted.get_or_insert(signal);
+    shared.notify();
+    true
 }
 
 fn read_once(shared: &Shared, source: &mut Source, buf: &mut [u8]) -> ReadOutcome {

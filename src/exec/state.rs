@@ -197,6 +197,9 @@ pub struct State {
     pub taken_raw_bytes: u64,
     /// Keep raw output for `wait_for` (sessions: merged output or a PTY).
     pub keep_for_matching: bool,
+    /// A signal read from the caller's interrupt descriptor (see
+    /// [`Execution::spawn_interruptible`](super::Execution::spawn_interruptible)).
+    pub interrupted: Option<i32>,
 }
 
 impl State {
@@ -215,6 +218,7 @@ impl State {
             windows_taken: false,
             taken_raw_bytes: 0,
             keep_for_matching: true,
+            interrupted: None,
         }
     }
 
