@@ -333,14 +333,17 @@ mod tests {
         );
     }
 
+    /// A new cgroup, or `None` after saying loudly why the test is skipped.
+    fn cgroup_or_skip(tag: &str) -> Option<CgroupGuard> {
+        CgroupGuard::create(tag)
+            .map_err(|err| eprintln!("SKIPPED: no writable cgroup2 here ({err})"))
+            .ok()
+    }
+
     #[test]
     fn a_released_cgroup_is_reused_and_its_old_guard_lets_it_be() {
-        let first = match CgroupGuard::create("ar-test-pool-a") {
-            Ok(guard) => guard,
-            Err(err) => {
-                eprintln!("SKIPPED: no writable cgroup2 here ({err})");
-                return;
-            }
+        let Some(first) = cgroup_or_skip("ar-test-pool-a") else {
+            return;
         };
         first.release();
         let second = CgroupGuard::create("ar-test-pool-b").unwrap();
@@ -367,12 +370,8 @@ mod tests {
 
     #[test]
     fn a_killed_cgroup_is_removed_not_pooled() {
-        let killed = match CgroupGuard::create("ar-test-pool-killed") {
-            Ok(guard) => guard,
-            Err(err) => {
-                eprintln!("SKIPPED: no writable cgroup2 here ({err})");
-                return;
-            }
+        let Some(killed) = cgroup_or_skip("ar-test-pool-killed") else {
+            return;
         };
         killed.kill_all();
         killed.release();

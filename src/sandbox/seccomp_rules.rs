@@ -142,8 +142,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn precompiled_filters_match_a_compile_now() {
+    /// The whole policy for this architecture, compiled now by seccompiler
+    /// (no fast path).
+    fn compile_policy_now() -> std::collections::HashMap<String, BpfProgram> {
         let mut policy: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(ALWAYS_JSON).unwrap();
         if cfg!(target_arch = "x86_64") {
@@ -152,30 +153,15 @@ mod tests {
             policy.extend(x86);
         }
         seccomp_merge::add_merged(&mut policy);
-        let expected = compile(&serde_json::to_string(&policy).unwrap(), target_arch());
-        assert_eq!(precompiled::PRECOMPILED.len(), expected.len());
-        for (name, program) in precompiled::PRECOMPILED {
-            let expected = expected.get(*name).map(|p| with_fast_path(p));
-            assert_eq!(Some(program.to_vec()), expected, "{name}");
-        }
+        compile(&serde_json::to_string(&policy).unwrap(), target_arch())
     }
 
-    /// The installed filters, fast path and all, give every syscall number
-    /// (native and foreign architecture, x32 numbers) with a spread of
-    /// argument values what seccompiler's plain chain gives it.
-    #[test]
-    fn fast_path_filters_decide_as_the_plain_chain() {
-        let mut policy: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(ALWAYS_JSON).unwrap();
-        if cfg!(target_arch = "x86_64") {
-            policy.extend(
-                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(X86_64_JSON)
-                    .unwrap(),
-            );
-        }
-        seccomp_merge::add_merged(&mut policy);
-        let plain = compile(&serde_json::to_string(&policy).unwrap(), target_arch());
-        let arch = |program: &[sock_filter]| program[1].k;
+    /// What the decision tests feed the filters (`seccomp_data` as words):
+    /// syscall numbers 0..1024, x32 ones and the largest, under each of
+    /// `archs`, with every argument's low word set to each of a spread of
+    /// values (flags, families, ioctl requests) and the second's high word
+    /// to 0 and 1.
+    fn inputs(archs: &[u32]) -> Vec<[u32; 16]> {
         let values = [
             0u32,
             1,
@@ -192,74 +178,82 @@ mod tests {
             0x7e02_0000,
             u32::MAX,
         ];
+        let numbers = (0..1024).chain([0x4000_0000, 0x4000_0010, 0x4000_01b3, u32::MAX]);
+        let mut out = Vec::new();
+        for nr in numbers {
+            for arch in archs {
+                for value in values {
+                    let mut data = [0u32; 16];
+                    data[0] = nr;
+                    data[1] = *arch;
+                    for word in [4, 6, 8, 10, 12, 14] {
+                        data[word] = value;
+                    }
+                    data[7] = value & 1;
+                    out.push(data);
+                }
+            }
+        }
+        out
+    }
+
+    /// The native architecture tag a program checks, a foreign one (i386)
+    /// and another (aarch64).
+    fn archs(program: &[sock_filter]) -> [u32; 3] {
+        [program[1].k, 0x4000_0003, 0xc000_00b7]
+    }
+
+    #[test]
+    fn precompiled_filters_match_a_compile_now() {
+        let expected = compile_policy_now();
+        assert_eq!(precompiled::PRECOMPILED.len(), expected.len());
+        for (name, program) in precompiled::PRECOMPILED {
+            let expected = expected.get(*name).map(|p| with_fast_path(p));
+            assert_eq!(Some(program.to_vec()), expected, "{name}");
+        }
+    }
+
+    /// The installed filters, fast path and all, decide every input as
+    /// seccompiler's plain chain does.
+    #[test]
+    fn fast_path_filters_decide_as_the_plain_chain() {
+        let plain = compile_policy_now();
         let mut fast_paths = 0;
         for (name, program) in precompiled::PRECOMPILED {
             let chain = &plain[*name];
             if program.len() > chain.len() {
                 fast_paths += 1;
             }
-            for arch in [arch(program), 0x4000_0003] {
-                for nr in (0..1024).chain([0x4000_0000, 0x4000_0010, 0x4000_01b3]) {
-                    for value in values {
-                        let mut data = [0u32; 16];
-                        data[0] = nr;
-                        data[1] = arch;
-                        // Every argument's low word, and the second's high word.
-                        for word in [4, 6, 8, 10, 12, 14] {
-                            data[word] = value;
-                        }
-                        data[7] = value & 1;
-                        let decide =
-                            |p: &[sock_filter]| seccomp_fast_path::run(p, &data).map(|r| r.0);
-                        let expected = decide(chain);
-                        assert!(expected.is_some(), "{name}: nr {nr} ran off the program");
-                        assert_eq!(decide(program), expected, "{name}: nr {nr} arg {value:#x}");
-                    }
-                }
+            for data in inputs(&archs(program)) {
+                let decide = |p: &[sock_filter]| seccomp_fast_path::run(p, &data).map(|r| r.0);
+                let expected = decide(chain);
+                assert!(expected.is_some(), "{name}: {data:x?} ran off the program");
+                assert_eq!(decide(program), expected, "{name}: {data:x?}");
             }
         }
         assert!(fast_paths >= 2, "the merged filters lost their fast path");
     }
 
-    /// The one program installed decides every syscall as the filters
+    /// The one program installed decides every input as the filters
     /// installed one by one would.
     #[test]
     fn the_stacked_program_decides_as_separate_filters() {
-        let values = [
-            0u32,
-            1,
-            2,
-            10,
-            16,
-            0x5412,
-            0x1000_0000,
-            0x7e02_0000,
-            u32::MAX,
-        ];
         for network in [Network::Deny, Network::Allow] {
             let filters = filters(network).unwrap();
             let programs: Vec<&[sock_filter]> =
                 filters.iter().map(|f| f.program.as_slice()).collect();
             let stacked = seccomp_stack::stack(&programs);
-            let native = filters[0].program[1].k;
-            for arch in [native, 0x4000_0003, 0xc000_00b7] {
-                for nr in (0..1024).chain([0x4000_0000, 0x4000_0010, 0x4000_01b3, u32::MAX]) {
-                    for value in values {
-                        let mut data = [0u32; 16];
-                        data[0] = nr;
-                        data[1] = arch;
-                        for word in [4, 6, 8, 10, 12, 14] {
-                            data[word] = value;
-                        }
-                        let separate = seccomp_stack::kernel_decision(&programs, &data);
-                        assert!(separate.is_some(), "{network:?}: nr {nr} ran off a program");
-                        assert_eq!(
-                            seccomp_fast_path::run(&stacked, &data).map(|r| r.0),
-                            separate,
-                            "{network:?}: nr {nr:#x} arch {arch:#x} arg {value:#x}"
-                        );
-                    }
-                }
+            for data in inputs(&archs(programs[0])) {
+                let separate = seccomp_stack::kernel_decision(&programs, &data);
+                assert!(
+                    separate.is_some(),
+                    "{network:?}: {data:x?} ran off a program"
+                );
+                assert_eq!(
+                    seccomp_fast_path::run(&stacked, &data).map(|r| r.0),
+                    separate,
+                    "{network:?}: {data:x?}"
+                );
             }
         }
     }
