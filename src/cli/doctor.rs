@@ -242,27 +242,25 @@ fn probe_open_files() -> Probe {
 
 #[cfg(target_os = "linux")]
 fn probe_cgroup() -> Probe {
-    let root = Path::new("/sys/fs/cgroup");
-    if !root.join("cgroup.controllers").exists() {
+    use crate::exec::cgroup::{CgroupGuard, own_cgroup_dir};
+    // Where the engine looks: /sys/fs/cgroup, or its unified part on a
+    // hybrid hierarchy, or any cgroup2 mount.
+    let Some(dir) = own_cgroup_dir() else {
         return probe(
             "cgroup_v2",
-            Err("no unified cgroup v2 hierarchy at /sys/fs/cgroup".into()),
-        );
-    }
-    let own = crate::exec::procfs::read_small("/proc/self/cgroup").unwrap_or_default();
-    let Some(relative) = crate::exec::cgroup::unified_cgroup_path(&own) else {
-        return probe(
-            "cgroup_v2",
-            Err("/proc/self/cgroup names no v2 cgroup".into()),
+            Err("no cgroup v2 hierarchy mounted, or /proc/self/cgroup names no v2 cgroup".into()),
         );
     };
-    let dir = root.join(relative.trim_start_matches('/'));
-    match nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK) {
-        Ok(()) => probe("cgroup_v2", Ok(format!("writable: {}", dir.display()))),
+    // For real, as the engine does it: a cgroup made and removed.
+    match CgroupGuard::create(&crate::exec::new_session_tag()) {
+        Ok(guard) => {
+            drop(guard);
+            probe("cgroup_v2", Ok(format!("writable: {}", dir.display())))
+        }
         Err(err) => probe(
             "cgroup_v2",
             Err(format!(
-                "{} is not writable ({err}): escapees are found through /proc instead",
+                "cannot make a cgroup under {} ({err}): escapees are found through /proc instead",
                 dir.display()
             )),
         ),

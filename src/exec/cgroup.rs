@@ -42,7 +42,7 @@ extern "C" fn release_pool_at_exit() {
 }
 
 /// The cgroup2 directory we run in, if there is a cgroup2 mount.
-fn own_cgroup_dir() -> Option<&'static Path> {
+pub fn own_cgroup_dir() -> Option<&'static Path> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let mount = usual_cgroup2_mount().or_else(|| {
