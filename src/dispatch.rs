@@ -109,16 +109,24 @@ pub fn choose(mut argv: Vec<OsString>) -> Result<(Personality, Vec<OsString>), U
 /// The process entry point: choose, capture the context, run, exit.
 pub fn process_main() -> i32 {
     prepare_process();
-    let code = main();
+    // As under Rust's start-up, a panic unwinds (every guard's drop runs:
+    // commands killed, directories removed) instead of aborting at the C
+    // boundary with nothing cleaned up; it is agent-reach failing, 125.
+    let code = std::panic::catch_unwind(main).unwrap_or(exit_code::INTERNAL);
     // Rust's runtime would flush stdout at exit; ours is the C one.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     code
 }
 
+/// Elsewhere Rust's start-up still runs and does this itself.
+#[cfg(not(unix))]
+fn prepare_process() {}
+
 /// What Rust's start-up did for us and the C entry point does not: SIGPIPE
 /// ignored, so a write to a closed pipe is an `EPIPE` we handle (exit 0)
 /// rather than a silent death; and the three standard descriptors open, so
 /// no file we open later becomes a stdout that a child or a print writes to.
+#[cfg(unix)]
 fn prepare_process() {
     // SAFETY: setting a signal's disposition to SIG_IGN before any thread
     // exists; poll and open take plain arguments and our own buffer.

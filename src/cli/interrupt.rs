@@ -71,6 +71,10 @@ impl InterruptGuard {
 
 impl Drop for InterruptGuard {
     fn drop(&mut self) {
+        // Read what is still pending first: unblocked, it would be delivered
+        // at once, and its default action would end the process before the
+        // exit code it has decided on (and before its atexit clean-up).
+        while self.take_pending().is_some() {}
         // SAFETY: restoring the mask saved by `install`.
         unsafe {
             libc::pthread_sigmask(libc::SIG_SETMASK, &self.previous, std::ptr::null_mut());

@@ -199,7 +199,8 @@ impl CgroupGuard {
     /// The processes inside (zombies are not listed); none once the
     /// cgroup was released (it may be another execution's by then).
     pub fn members(&self) -> Vec<i32> {
-        if self.lock().released {
+        let state = self.lock();
+        if state.released {
             return Vec::new();
         }
         self.read_members()

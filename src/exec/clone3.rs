@@ -60,6 +60,12 @@ pub enum CloneError {
     Unsupported,
     /// Starting failed (the child's errno from exec, or ours from setup).
     Failed(io::Error),
+    /// The child was killed before it ran a single instruction (reaped):
+    /// the command never started. Linux (seen on 6.18) SIGKILLs a child
+    /// cloned into a cgroup whose `cgroup.kill` count differs from that of
+    /// the cgroup the parent runs in, e.g. when agent-reach itself runs in
+    /// a cgroup that was once killed. Only reported for cgroup clones.
+    KilledAtBirth,
 }
 
 fn cstring(bytes: &OsStr) -> Result<CString, CloneError> {
@@ -214,14 +220,23 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
     // SAFETY: CLONE_PIDFD stored a new descriptor we own.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     drop((child_stdin, child_stdout, child_stderr, report_write));
-    let mut report = [0u8; 4];
+    // The child's report: the byte it writes first thing, then an errno if
+    // anything up to the exec failed; close-on-exec ends it.
+    let mut report = [0u8; 1 + 4];
     let read = read_full(&report_read, &mut report);
-    if read == 4 {
-        let errno = i32::from_ne_bytes(report);
+    let reap = || {
         let mut status = 0;
-        // SAFETY: reaping the child that failed before exec.
+        // SAFETY: reaping our child, which ended before exec.
         unsafe { libc::waitpid(pid, &mut status, 0) };
+    };
+    if read == report.len() {
+        let errno = i32::from_ne_bytes([report[1], report[2], report[3], report[4]]);
+        reap();
         return Err(CloneError::Failed(io::Error::from_raw_os_error(errno)));
+    }
+    if read == 0 && into_cgroup != 0 {
+        reap();
+        return Err(CloneError::KilledAtBirth);
     }
     Ok(Cloned {
         pid,
@@ -310,6 +325,9 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         }
     }
     unsafe {
+        // Alive: what tells a failed exec or a normal one from a child that
+        // never ran (see `CloneError::KilledAtBirth`).
+        libc::write(plan.report, b"+".as_ptr().cast(), 1);
         for (fd, target) in [(plan.stdin, 0), (plan.stdout, 1), (plan.stderr, 2)] {
             // dup2 clears close-on-exec on the target; onto itself it does
             // nothing (stdin was closed and /dev/null took fd 0), so clear it.

@@ -63,6 +63,10 @@ impl Drop for KnownChildGuard {
 /// commands, which it may kill and reap.
 static CLAIM_ALL_CHILDREN: AtomicBool = AtomicBool::new(false);
 
+/// Set once a child cloned straight into its cgroup was killed at birth
+/// (see [`CloneError::KilledAtBirth`](super::clone3::CloneError::KilledAtBirth)).
+static INTO_CGROUP_KILLS: AtomicBool = AtomicBool::new(false);
+
 /// Declares that this process starts children only through the engine, so
 /// every unregistered child is an orphan of a command it ran. Without it (a
 /// library embedder, a test binary) the engine never touches a child it
@@ -208,7 +212,22 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     // Held across the clone, so the reaper cannot take the child's status
     // before it is registered.
     let mut registry = known();
-    match super::clone3::spawn(&request, request.cgroup.map(|c| c.dir)) {
+    let cloned = if request.cgroup.is_some() && INTO_CGROUP_KILLS.load(Ordering::Relaxed) {
+        // Children join their cgroup by writing to `cgroup.procs` instead
+        // (std's path below), which the kernel does not hold against them.
+        Err(super::clone3::CloneError::Unsupported)
+    } else {
+        match super::clone3::spawn(&request, request.cgroup.map(|c| c.dir)) {
+            Err(super::clone3::CloneError::KilledAtBirth) => {
+                // The command never ran: start it the other way, now and
+                // from now on.
+                INTO_CGROUP_KILLS.store(true, Ordering::Relaxed);
+                Err(super::clone3::CloneError::Unsupported)
+            }
+            other => other,
+        }
+    };
+    match cloned {
         Ok(cloned) => {
             registry.get_or_insert_with(HashSet::new).insert(cloned.pid);
             return Ok(Forked {
@@ -220,8 +239,9 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
             });
         }
         Err(super::clone3::CloneError::Failed(err)) => return Err(err),
-        // An old kernel: std's fork, and the cgroup.procs write.
-        Err(super::clone3::CloneError::Unsupported) => {}
+        // An old kernel, or clones into a cgroup killed at birth: std's
+        // fork, and the cgroup.procs write.
+        Err(super::clone3::CloneError::Unsupported | super::clone3::CloneError::KilledAtBirth) => {}
     }
     drop(registry);
     let mut command = Command::new(&request.program);

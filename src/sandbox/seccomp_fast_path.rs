@@ -53,8 +53,8 @@ fn chain_shape(program: &[sock_filter]) -> Option<(Vec<u32>, sock_filter)> {
     if (load_arch.code, load_arch.k) != (LD_W_ABS, ARCH_OFFSET)
         || check_arch.code != JMP_JEQ_K
         || (load_nr.code, load_nr.k) != (LD_W_ABS, NR_OFFSET)
-        || usize::from(check_arch.jt) + 2 > PROLOGUE
-        || usize::from(check_arch.jf) + 2 > PROLOGUE
+        || usize::from(check_arch.jt) + 2 >= PROLOGUE
+        || usize::from(check_arch.jf) + 2 >= PROLOGUE
     {
         return None;
     }

@@ -650,3 +650,38 @@ fn cgroups_left_by_a_killed_agent_reach_are_emptied_and_removed() {
         stale.display()
     );
 }
+
+/// Linux (seen on 6.18) SIGKILLs a child cloned straight into a cgroup when
+/// the cgroup its parent runs in was once killed through `cgroup.kill`:
+/// `run` started in such a cgroup must still run its command (once).
+#[test]
+fn run_inside_a_once_killed_cgroup_still_runs_the_command() {
+    let env = TestEnv::new();
+    let Some(base) = writable_cgroup_dir() else {
+        skip_unless!(false, "no writable cgroup2 tree here");
+        return;
+    };
+    let killed = base.join(format!("ar-test-killed-{}", marker("killseq")));
+    std::fs::create_dir(&killed).unwrap();
+    std::fs::write(killed.join("cgroup.kill"), "1").unwrap();
+    let count = env.work().join("count");
+    let script = format!(
+        "echo $$ > {procs} && exec {bin} run -- sh -c 'echo ran >> {count}; echo hi'",
+        procs = killed.join("cgroup.procs").display(),
+        bin = crate::common::bin().display(),
+        count = count.display(),
+    );
+    env.cmd_at("sh")
+        .args(["-c", &script])
+        .limit(Duration::from_secs(20))
+        .run()
+        .success()
+        .stdout_is("hi\n");
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap(),
+        "ran\n",
+        "run once"
+    );
+    // Empty again once `run` exited (its own cgroups removed at exit).
+    std::fs::remove_dir(&killed).unwrap();
+}
