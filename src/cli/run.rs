@@ -219,12 +219,11 @@ fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
             program: args.command.first().cloned().unwrap_or_default(),
             source,
         })
-        .and_then(|fd| Execution::spawn_interruptible(prepared.spec, Some(fd)))
-        .map(|execution| {
-            if execution.settle_blocking(true).is_some() {
-                // We were asked to stop: so is everything the command started.
-                execution.terminate_blocking();
-            }
+        .and_then(|fd| Execution::spawn_inline(prepared.spec, Some(fd)))
+        .map(|(execution, pump)| {
+            // Reads here until the exit; a signal, the timeout or output
+            // left open after the exit start the kill from inside.
+            pump.run();
             let completed = execution.finish_blocking(&opts);
             // Also a signal that came after the pump stopped watching.
             let signal = execution

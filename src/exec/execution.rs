@@ -36,6 +36,22 @@ const PUMP_STACK_BYTES: usize = 256 * 1024;
 /// How long a write to a PTY may wait for the command to read.
 pub const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The pump of an [`Execution::spawn_inline`] execution, to run on the
+/// caller's thread.
+#[derive(Debug)]
+pub struct InlinePump {
+    job: pump::Job,
+}
+
+impl InlinePump {
+    /// Reads the output until the exit is collected and every pipe is
+    /// closed (or cut at the drain bound), watching the interrupt
+    /// descriptor and the command timeout meanwhile.
+    pub fn run(self) {
+        self.job.run();
+    }
+}
+
 /// Why [`Execution::wait`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitEnd {
@@ -79,17 +95,43 @@ impl Execution {
     /// Starts the command. Fails with a clear error (and the exit code for
     /// it) when the working directory or the program is unusable.
     pub fn spawn(spec: SpawnSpec) -> Result<Execution, ExecError> {
-        Self::spawn_interruptible(spec, None)
+        let (execution, job) = Self::start(spec, None, false)?;
+        // The pump starts after the fork: creating a thread costs the caller
+        // more than a trivial command's exec leaves idle, and here it
+        // overlaps the command's start instead of delaying it.
+        let started = std::thread::Builder::new()
+            .name("agent-reach-pump".into())
+            .stack_size(PUMP_STACK_BYTES)
+            .spawn(move || job.run());
+        if let Err(source) = started {
+            kill::kill_now(execution.shared());
+            return Err(ExecError::Watch {
+                program: execution.spec().argv.first().cloned().unwrap_or_default(),
+                source,
+            });
+        }
+        Ok(execution)
     }
 
-    /// [`spawn`](Self::spawn), with a signalfd the pump watches too: a
-    /// signal read from it shows as `interrupted` to the blocking waits (see
-    /// [`settle_blocking`](Self::settle_blocking)), so a one-shot caller
-    /// needs no thread or runtime of its own to notice one.
-    pub fn spawn_interruptible(
+    /// [`spawn`](Self::spawn) without a pump thread: the caller runs the
+    /// pump itself ([`InlinePump::run`]), which then also starts the
+    /// clean-ups a waiting caller would (the kill after a signal read from
+    /// `interrupt`, a signalfd, or when output stays open after the exit).
+    /// For a one-shot caller with nothing else to do: no thread to create,
+    /// no hand-over at the exit.
+    pub fn spawn_inline(
         spec: SpawnSpec,
         interrupt: Option<OwnedFd>,
-    ) -> Result<Execution, ExecError> {
+    ) -> Result<(Execution, InlinePump), ExecError> {
+        let (execution, job) = Self::start(spec, interrupt, true)?;
+        Ok((execution, InlinePump { job }))
+    }
+
+    fn start(
+        spec: SpawnSpec,
+        interrupt: Option<OwnedFd>,
+        inline: bool,
+    ) -> Result<(Execution, pump::Job), ExecError> {
         let Some(program_name) = spec.argv.first().cloned() else {
             return Err(ExecError::EmptyCommand);
         };
@@ -195,33 +237,20 @@ impl Execution {
             wake: wake_rx,
             timeout_at,
             interrupt,
+            supervise: inline,
         };
-        // The pump starts after the fork: creating a thread costs the caller
-        // more than a trivial command's exec leaves idle, and here it
-        // overlaps the command's start instead of delaying it.
-        let started = std::thread::Builder::new()
-            .name("agent-reach-pump".into())
-            .stack_size(PUMP_STACK_BYTES)
-            .spawn(move || job.run());
-        if let Err(err) = started {
-            kill::kill_now(&shared);
-            return Err(watch_error(err));
-        }
-        Ok(Execution {
+        let execution = Execution {
             owner: Arc::new(Owner {
                 shared,
                 spec,
                 completed: tokio::sync::Mutex::new(None),
                 settled: tokio::sync::OnceCell::new(),
             }),
-        })
+        };
+        Ok((execution, job))
     }
 
     pub(super) fn shared(&self) -> &Shared {
-        &self.owner.shared
-    }
-
-    pub(super) fn shared_arc(&self) -> &Arc<Shared> {
         &self.owner.shared
     }
 

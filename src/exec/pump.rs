@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
+use super::execution::EXIT_SETTLE;
 use super::pty::CrlfNormalizer;
 use super::state::{ExitInfo, Shared, StreamKind};
 
@@ -80,6 +81,12 @@ pub struct Job {
     /// A signalfd of the caller's: a signal read from it is recorded in the
     /// state ([`State::interrupted`](super::state::State::interrupted)).
     pub interrupt: Option<OwnedFd>,
+    /// The pump runs on the caller's thread, which cannot start the
+    /// clean-ups while it reads: the pump starts them itself (on a thread
+    /// of their own, since they wait out the grace), once, when a signal
+    /// was read while the command runs or when output stays open
+    /// [`EXIT_SETTLE`] after the exit.
+    pub supervise: bool,
 }
 
 impl Job {
@@ -99,7 +106,9 @@ pub fn run(job: Job) {
         wake,
         timeout_at,
         mut interrupt,
+        supervise,
     } = job;
+    let mut clean_up_started = !supervise;
     let mut timeout_at = timeout_at;
     let mut pidfd = pidfd;
     let mut buf = vec![0u8; CHUNK];
@@ -116,9 +125,25 @@ pub fn run(job: Job) {
             && Instant::now() >= at
         {
             timeout_at = None;
-            start_timeout_kill(&shared);
+            start_kill(&shared, true);
         }
-        let wait_limit = timeout_at.filter(|_| !exited);
+        let settle_deadline = if clean_up_started {
+            None
+        } else {
+            let (interrupted, exited_at) = {
+                let state = shared.lock();
+                (state.interrupted.is_some(), state.exited_at)
+            };
+            let settle_deadline = exited_at.map(|at| at + EXIT_SETTLE);
+            if (interrupted && !exited) || settle_deadline.is_some_and(|at| Instant::now() >= at) {
+                clean_up_started = true;
+                start_kill(&shared, false);
+                None
+            } else {
+                settle_deadline
+            }
+        };
+        let wait_limit = timeout_at.filter(|_| !exited).or(settle_deadline);
         let (ready, pid_ready, wake_ready, interrupt_ready) = wait_ready(
             &sources,
             pidfd.as_ref(),
@@ -173,11 +198,12 @@ pub fn run(job: Job) {
     shared.notify();
 }
 
-/// The command timeout ran out: mark the execution and kill it on a thread
-/// of its own (the kill waits out the grace period; the pump must go on
-/// reading meanwhile).
-fn start_timeout_kill(shared: &Arc<Shared>) {
-    {
+/// Kills the execution on a thread of its own (the kill waits out the
+/// grace period; the pump must go on reading meanwhile): at the command
+/// timeout (`timed_out`, marked first), or for a supervising pump's
+/// clean-up.
+fn start_kill(shared: &Arc<Shared>, timed_out: bool) {
+    if timed_out {
         let mut state = shared.lock();
         if state.exit.is_some() {
             return;
@@ -186,7 +212,7 @@ fn start_timeout_kill(shared: &Arc<Shared>) {
     }
     let killer = Arc::clone(shared);
     let spawned = std::thread::Builder::new()
-        .name(format!("agent-reach-timeout-{}", shared.pid))
+        .name(format!("agent-reach-kill-{}", shared.pid))
         .spawn(move || {
             super::kill::terminate(&killer);
         });

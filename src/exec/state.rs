@@ -198,7 +198,7 @@ pub struct State {
     /// Keep raw output for `wait_for` (sessions: merged output or a PTY).
     pub keep_for_matching: bool,
     /// A signal read from the caller's interrupt descriptor (see
-    /// [`Execution::spawn_interruptible`](super::Execution::spawn_interruptible)).
+    /// [`Execution::spawn_inline`](super::Execution::spawn_inline)).
     pub interrupted: Option<i32>,
 }
 
