@@ -6,37 +6,57 @@
 #   2. throughput: `yes | head -c 1G` drained through `run` vs the same
 #      pipeline into `cat >/dev/null`, goal > 80 %, with agent-reach's peak
 #      RSS < 32 MiB.
-# Needs hyperfine and a C compiler; builds the release binary.
+# Needs python3 and a C compiler; builds the release binary.
 # Usage: benches/exec.sh [RUNS]   (prints medians and ratios; tp_rounds=N
 # sets the throughput rounds, default 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=${1:-200}
-bin=$(./install.sh --build-only 2>/dev/null) # the shipped (static) build
+runs=${1:-400}
+built=$(./install.sh --build-only 2>/dev/null) # the shipped (static) build
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# Measured as installed: a copy, as install.sh makes one. The linker's own
+# output file starts measurably slower (here ~35 more page faults a start,
+# 0.1-0.4 ms), the same bytes written piecemeal lying differently in the
+# page cache.
+bin=$work/agent-reach
+install -m 0755 "$built" "$bin"
 export AGENT_REACH_HOME=$work/home
 cc -O2 -o "$work/forkexec" benches/exec_forkexec.c
 
-median() { # hyperfine JSON -> median seconds of command $2
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]["median"])' "$1" "$2"
-}
-
-echo "== latency: run -- true vs fork+exec true ($runs runs each)"
-hyperfine -N --warmup 20 --runs "$runs" --export-json "$work/lat.json" \
-  "$work/forkexec true" "$bin run -- true" >/dev/null
-# The subreaper-only fallback, with the variable in hyperfine's environment
-# (an `env` wrapper would add an exec to the figure).
-AGENT_REACH_NO_CGROUP=1 hyperfine -N --warmup 20 --runs "$runs" --export-json "$work/nocg.json" \
-  "$work/forkexec true" "$bin run -- true" >/dev/null
-base=$(median "$work/lat.json" 0); run=$(median "$work/lat.json" 1)
-base2=$(median "$work/nocg.json" 0); nocg=$(median "$work/nocg.json" 1)
-python3 - "$base" "$run" "$base2" "$nocg" <<'PY'
-import sys
-base, run, base2, nocg = map(float, sys.argv[1:])
-print(f"fork+exec true      median {base*1e3:7.3f} ms")
-print(f"run -- true         median {run*1e3:7.3f} ms  added {(run-base)*1e3:6.3f} ms  ratio {run/base:5.2f}x")
-print(f"run (no cgroup)     median {nocg*1e3:7.3f} ms  added {(nocg-base2)*1e3:6.3f} ms  ratio {nocg/base2:5.2f}x  (its own baseline {base2*1e3:.3f} ms)")
+echo "== latency: run -- true vs fork+exec true ($runs interleaved rounds)"
+# Interleaved, one of each command per round (as benches/sandbox.sh does):
+# this machine's speed drifts by 10-20 % over a minute, and runs in a row
+# (hyperfine's way) put each command in different conditions.
+python3 - "$runs" "$work/forkexec" "$bin" <<'PY'
+import os, statistics, sys, time
+rounds, forkexec, bin = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+devnull = os.open(os.devnull, os.O_WRONLY)
+env = dict(os.environ)
+nocg = dict(env, AGENT_REACH_NO_CGROUP="1")
+cases = [
+    ("fork+exec true", [forkexec, "true"], env),
+    ("run -- true", [bin, "run", "--", "true"], env),
+    ("run (no cgroup)", [bin, "run", "--", "true"], nocg),
+]
+def once(argv, environ):
+    start = time.perf_counter_ns()
+    pid = os.posix_spawn(argv[0], argv, environ, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1)])
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {argv}")
+    return (time.perf_counter_ns() - start) / 1e6
+for _ in range(20):
+    for _, argv, environ in cases:
+        once(argv, environ)
+times = {name: [] for name, _, _ in cases}
+for _ in range(rounds):
+    for name, argv, environ in cases:
+        times[name].append(once(argv, environ))
+base = statistics.median(times["fork+exec true"])
+for name, _, _ in cases:
+    m = statistics.median(times[name])
+    print(f"{name:19} median {m:7.3f} ms  added {m - base:6.3f} ms  ratio {m / base:5.2f}x")
 PY
 
 echo "== throughput: yes | head -c 1G through run vs into cat (${tp_rounds:=12} interleaved rounds)"

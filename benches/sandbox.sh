@@ -16,10 +16,12 @@
 set -euo pipefail
 rounds="${1:-400}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-bin="$("$repo/install.sh" --build-only 2>/dev/null)" # the shipped (static) build
+built="$("$repo/install.sh" --build-only 2>/dev/null)" # the shipped (static) build
 work="$(mktemp -d "${TMPDIR:-/tmp}/ar-sandbox-bench.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-ln -s "$bin" "$work/agent-reach-sandbox"
+# Measured as installed, a copy as install.sh makes (see benches/exec.sh).
+install -m 0755 "$built" "$work/agent-reach"
+ln -s "$work/agent-reach" "$work/agent-reach-sandbox"
 mkdir -p "$work/plain" "$work/repo/.git/hooks" "$work/repo/src"
 for n in $(seq 1 30); do : > "$work/repo/file$n"; done
 cd "$work/plain"
