@@ -142,13 +142,11 @@ impl Drop for LiveExecutionGuard {
 }
 
 fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
-    // SAFETY: kill has no memory-safety preconditions. The group id is the
-    // command's pid, reserved while the command is not reaped (after that a
-    // stranger could have it, so the group is then left to the scan).
+    // After the reap a stranger could have the group id: the group is then
+    // left to the scan.
+    shared.signal_group(signal);
+    // SAFETY: kill has no memory-safety preconditions.
     unsafe {
-        if shared.main_unreaped() {
-            libc::kill(-shared.pid, signal);
-        }
         for pid in pids {
             libc::kill(*pid, signal);
             if signal == libc::SIGTERM {
@@ -211,11 +209,7 @@ pub fn kill_everything(shared: &Shared) -> KillReport {
 /// SIGKILL to everything of the execution at once, without grace (the last
 /// handle went away, or no thread could wait out the grace).
 pub fn kill_now(shared: &Shared) {
-    if shared.main_unreaped() {
-        // SAFETY: kill has no memory-safety preconditions; the group id is
-        // reserved while the command is not reaped.
-        unsafe { libc::kill(-shared.pid, libc::SIGKILL) };
-    }
+    shared.signal_group(libc::SIGKILL);
     let targets = members(shared);
     signal_all(shared, &targets, libc::SIGKILL);
 }

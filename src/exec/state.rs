@@ -334,6 +334,20 @@ impl Shared {
             .is_some()
     }
 
+    /// Sends `signal` to the command's process group while the command is
+    /// not reaped (its pid, which is the group id, is reserved until then;
+    /// the reap waits for the same lock, so the group cannot be a
+    /// stranger's by the time the signal goes). Returns whether it was sent.
+    pub fn signal_group(&self, signal: i32) -> bool {
+        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        if known.is_none() {
+            return false;
+        }
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(-self.pid, signal) };
+        true
+    }
+
     /// Reaps the command once its exit is recorded (the pump leaves it a
     /// zombie so its pid and process group stay reserved during clean-up).
     pub fn reap_main(&self) {
