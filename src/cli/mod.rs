@@ -7,7 +7,6 @@
 
 pub mod doctor;
 pub mod exec;
-pub mod interrupt;
 pub mod registry_args;
 pub mod run;
 pub mod serve;

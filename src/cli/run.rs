@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use super::interrupt::InterruptGuard;
 use super::session::Session;
 use crate::context::ProcessContext;
+use crate::exec::interrupt::InterruptGuard;
 use crate::exec::{self, Completed, ExecError, Execution, RenderOptions, SpawnSpec};
 use crate::exit_code;
 use crate::result::{NormalizedResult, Status};

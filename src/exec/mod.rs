@@ -29,6 +29,7 @@ pub mod env;
 pub mod error;
 pub mod execution;
 pub mod glue;
+pub mod interrupt;
 pub mod kill;
 pub mod procfs;
 pub mod pty;

@@ -1,8 +1,10 @@
-//! The pump: one thread per execution that reads its output and notices its
-//! exit, so neither a full pipe nor a slow caller can block the command.
+//! The pump: one thread per execution (for a one-shot `run`, the caller's
+//! own thread) that reads its output and notices its exit, so neither a full
+//! pipe nor a slow caller can block the command.
 //!
 //! It polls the output descriptors, a pidfd for the exit (a 20 ms tick where
-//! the kernel has no pidfd) and a wake-up socket. Output already in the pipes
+//! the kernel has no pidfd), a wake-up socket and, for `run`, the signalfd
+//! of its interrupts. Output already in the pipes
 //! when the exit shows is read before the exit is reported, so a caller that
 //! sees the exit also sees the last lines. The pump never decides to stop
 //! reading on its own while a descriptor is open: `stop_reading` (the drain
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::execution::EXIT_SETTLE;
+use super::interrupt::read_signal;
 use super::pty::CrlfNormalizer;
 use super::state::{ExitInfo, Shared, StreamKind};
 
@@ -70,7 +73,7 @@ pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// Everything a pump thread needs, handed to it once the command started.
+/// Everything the pump needs, handed to it once the command started.
 #[derive(Debug)]
 pub struct Job {
     pub shared: Arc<Shared>,
@@ -90,112 +93,114 @@ pub struct Job {
 }
 
 impl Job {
-    /// Runs the pump (see [`run`]).
+    /// Runs the pump until every source is closed (or reading was stopped)
+    /// and the exit is collected.
     pub fn run(self) {
-        run(self);
-    }
-}
-
-/// Runs the pump until every source is closed (or reading was stopped) and
-/// the exit is collected.
-pub fn run(job: Job) {
-    let Job {
-        shared,
-        mut sources,
-        pidfd,
-        wake,
-        timeout_at,
-        mut interrupt,
-        supervise,
-    } = job;
-    let mut clean_up_started = !supervise;
-    let mut timeout_at = timeout_at;
-    let mut pidfd = pidfd;
-    let mut buf = vec![0u8; CHUNK];
-    let mut exited = false;
-    let mut total_read: u64 = 0;
-    loop {
-        if shared.lock().stop_reading && !sources.is_empty() {
-            finish_sources(&shared, &mut sources);
-        }
-        if exited && sources.is_empty() {
-            break;
-        }
-        if let Some(at) = timeout_at
-            && Instant::now() >= at
-        {
-            timeout_at = None;
-            start_kill(&shared, true);
-        }
-        let settle_deadline = if clean_up_started {
-            None
-        } else {
-            let (interrupted, exited_at) = {
-                let state = shared.lock();
-                (state.interrupted.is_some(), state.exited_at)
-            };
-            let settle_deadline = exited_at.map(|at| at + EXIT_SETTLE);
-            if (interrupted && !exited) || settle_deadline.is_some_and(|at| Instant::now() >= at) {
+        let Job {
+            shared,
+            mut sources,
+            pidfd,
+            wake,
+            timeout_at,
+            mut interrupt,
+            supervise,
+        } = self;
+        let mut clean_up_started = !supervise;
+        // When a supervising pump kills what keeps the output open after the
+        // exit.
+        let mut settle_at: Option<Instant> = None;
+        let mut timeout_at = timeout_at;
+        let mut pidfd = pidfd;
+        let mut buf = vec![0u8; CHUNK];
+        let mut exited = false;
+        let mut total_read: u64 = 0;
+        loop {
+            if shared.lock().stop_reading && !sources.is_empty() {
+                finish_sources(&shared, &mut sources);
+            }
+            if exited && sources.is_empty() {
+                break;
+            }
+            if let Some(at) = timeout_at
+                && Instant::now() >= at
+            {
+                timeout_at = None;
+                start_kill(&shared, true);
+            }
+            if !clean_up_started && settle_at.is_some_and(|at| Instant::now() >= at) {
                 clean_up_started = true;
                 start_kill(&shared, false);
-                None
-            } else {
-                settle_deadline
             }
-        };
-        let wait_limit = timeout_at.filter(|_| !exited).or(settle_deadline);
-        let (ready, pid_ready, wake_ready, interrupt_ready) = wait_ready(
-            &sources,
-            pidfd.as_ref(),
-            &wake,
-            interrupt.as_ref(),
-            exited,
-            wait_limit,
-        );
-        if interrupt_ready && !record_interrupt(&shared, interrupt.as_ref()) {
-            // Unreadable: stop watching it rather than spin on it.
-            interrupt = None;
-        }
-        let mut closed = Vec::new();
-        let mut round_read = 0;
-        let mut may_pause = true;
-        for (index, source) in sources.iter_mut().enumerate() {
-            if !ready.get(index).copied().unwrap_or(false) {
-                continue;
+            let settle_limit = settle_at.filter(|_| !clean_up_started);
+            let wait_limit = timeout_at.filter(|_| !exited).or(settle_limit);
+            let (ready, pid_ready, wake_ready, interrupt_ready) = wait_ready(
+                &sources,
+                pidfd.as_ref(),
+                &wake,
+                interrupt.as_ref(),
+                exited,
+                wait_limit,
+            );
+            let mut interrupted_now = false;
+            if interrupt_ready && let Some(fd) = interrupt.as_ref() {
+                match read_signal(fd.as_fd()) {
+                    Ok(Some(signal)) => {
+                        shared.lock().interrupted.get_or_insert(signal);
+                        shared.notify();
+                        interrupted_now = true;
+                    }
+                    Ok(None) => {}
+                    // Unreadable: stop watching it rather than spin on it.
+                    Err(_) => interrupt = None,
+                }
             }
-            // Empty the pipe (within a bound, fair to the other stream):
-            // after a pause it holds several reads' worth.
-            let (source_read, gone) = read_available(&shared, source, &mut buf, ROUND_READ_LIMIT);
-            if gone {
-                closed.push(index);
+            let mut closed = Vec::new();
+            let mut round_read = 0;
+            let mut may_pause = true;
+            for (index, source) in sources.iter_mut().enumerate() {
+                if !ready.get(index).copied().unwrap_or(false) {
+                    continue;
+                }
+                // Empty the pipe (within a bound, fair to the other stream):
+                // after a pause it holds several reads' worth.
+                let (source_read, gone) =
+                    read_available(&shared, source, &mut buf, ROUND_READ_LIMIT);
+                if gone {
+                    closed.push(index);
+                }
+                if source_read > 0 {
+                    round_read += source_read;
+                    may_pause &= source.pipe_capacity >= FLOOD_PAUSE_MIN_PIPE;
+                }
             }
-            if source_read > 0 {
-                round_read += source_read;
-                may_pause &= source.pipe_capacity >= FLOOD_PAUSE_MIN_PIPE;
+            total_read += round_read as u64;
+            let flooding = round_read > 0 && total_read >= FLOOD_AFTER;
+            if flooding && may_pause && closed.is_empty() && !exited {
+                std::thread::sleep(FLOOD_PAUSE);
+            }
+            close_sources(&shared, &mut sources, closed);
+            if wake_ready {
+                let mut sink = [0u8; 64];
+                while matches!((&wake).read(&mut sink), Ok(n) if n > 0) {}
+            }
+            if !exited && (pid_ready || pidfd.is_none()) {
+                exited = collect_exit(&shared, &mut sources, &mut buf);
+                if exited {
+                    pidfd = None;
+                    settle_at = Some(Instant::now() + EXIT_SETTLE);
+                }
+            }
+            if interrupted_now && !exited && !clean_up_started {
+                clean_up_started = true;
+                start_kill(&shared, false);
             }
         }
-        total_read += round_read as u64;
-        let flooding = round_read > 0 && total_read >= FLOOD_AFTER;
-        if flooding && may_pause && closed.is_empty() && !exited {
-            std::thread::sleep(FLOOD_PAUSE);
-        }
-        close_sources(&shared, &mut sources, closed);
-        if wake_ready {
-            let mut sink = [0u8; 64];
-            while matches!((&wake).read(&mut sink), Ok(n) if n > 0) {}
-        }
-        if !exited && (pid_ready || pidfd.is_none()) {
-            exited = collect_exit(&shared, &mut sources, &mut buf);
-            if exited {
-                pidfd = None;
-            }
-        }
+        let mut state = shared.lock();
+        state.captures.finish();
+        state.output_done = true;
+        drop(state);
+        shared.notify();
     }
-    let mut state = shared.lock();
-    state.captures.finish();
-    state.output_done = true;
-    drop(state);
-    shared.notify();
 }
 
 /// Kills the execution on a thread of its own (the kill waits out the
@@ -270,25 +275,6 @@ fn wait_ready(
     let pid_ready = pid_index.is_some_and(|i| hit(&fds[i]));
     let interrupt_ready = interrupt_index.is_some_and(|i| hit(&fds[i]));
     (ready, pid_ready, hit(&fds[wake_index]), interrupt_ready)
-}
-
-/// Reads one signal from the interrupt signalfd into the state (the first
-/// one is kept); false if the descriptor cannot be read.
-fn record_interrupt(shared: &Shared, interrupt: Option<&OwnedFd>) -> bool {
-    let Some(fd) = interrupt else {
-        return false;
-    };
-    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::signalfd_siginfo>();
-    // SAFETY: reading one `signalfd_siginfo` into a value of that type.
-    let n = unsafe { libc::read(fd.as_raw_fd(), (&raw mut info).cast(), size) };
-    if n != size as isize {
-        return std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN);
-    }
-    let signal = info.ssi_signo as i32;
-    shared.lock().interrupted.get_or_insert(signal);
-    shared.notify();
-    true
 }
 
 fn read_once(shared: &Shared, source: &mut Source, buf: &mut [u8]) -> ReadOutcome {

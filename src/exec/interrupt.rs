@@ -1,13 +1,14 @@
-//! SIGINT, SIGTERM and SIGHUP sent to `run` while its command runs: blocked
-//! and read from a signalfd (which the pump watches), so that the command's
-//! whole tree is killed before we exit; a signal's default action would
-//! leave its grandchildren behind.
+//! SIGINT, SIGTERM and SIGHUP sent to a one-shot caller (`run`) while its
+//! command runs: blocked and read from a signalfd (which the pump watches,
+//! see [`Execution::spawn_inline`](super::Execution::spawn_inline)), so that
+//! the command's whole tree is killed before the caller exits; a signal's
+//! default action would leave its grandchildren behind.
 //!
 //! Blocked before any thread starts, so every thread inherits the mask and
 //! the signals can only be read, never delivered; the spawner clears the
 //! mask in each child, so commands get them as usual.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// The signals `run` turns into a clean-up.
 const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -59,13 +60,25 @@ impl InterruptGuard {
     /// A signal that arrived and nobody read yet (after the pump stopped
     /// watching), consumed.
     pub fn take_pending(&self) -> Option<i32> {
-        use std::os::fd::AsRawFd;
-        let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
-        let size = std::mem::size_of::<libc::signalfd_siginfo>();
-        // SAFETY: reading one `signalfd_siginfo` into a value of that type
-        // from our own non-blocking descriptor.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut info).cast(), size) };
-        (n == size as isize).then_some(info.ssi_signo as i32)
+        read_signal(self.fd.as_fd()).ok().flatten()
+    }
+}
+
+/// Reads one signal from a non-blocking signalfd: `None` when none is
+/// pending.
+pub fn read_signal(fd: BorrowedFd<'_>) -> std::io::Result<Option<i32>> {
+    // SAFETY: signalfd_siginfo is plain data; all zero is a valid value.
+    let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    // SAFETY: reading one `signalfd_siginfo` into a value of that type.
+    let n = unsafe { libc::read(fd.as_raw_fd(), (&raw mut info).cast(), size) };
+    if n == size as isize {
+        return Ok(Some(info.ssi_signo as i32));
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EAGAIN) => Ok(None),
+        _ => Err(err),
     }
 }
 
