@@ -165,7 +165,7 @@ fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
 /// SIGTERM, grace, SIGKILL until nothing that belongs to the execution is
 /// left; records survivors in the shared state. Blocking.
 pub fn kill_everything(shared: &Shared) -> KillReport {
-    let _one_at_a_time = shared.kill_lock.lock().unwrap_or_else(|p| p.into_inner());
+    let _one_at_a_time = crate::sync::lock(&shared.kill_lock);
     let mut report = KillReport::default();
     let mut targets = members(shared);
     if targets.is_empty() {

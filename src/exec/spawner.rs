@@ -212,36 +212,30 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     // Held across the clone, so the reaper cannot take the child's status
     // before it is registered.
     let mut registry = known();
-    let cloned = if request.cgroup.is_some() && INTO_CGROUP_KILLS.load(Ordering::Relaxed) {
-        // Children join their cgroup by writing to `cgroup.procs` instead
-        // (std's path below), which the kernel does not hold against them.
-        Err(super::clone3::CloneError::Unsupported)
-    } else {
+    // After a child cloned straight into its cgroup was killed at birth,
+    // children join their cgroup by writing to `cgroup.procs` instead
+    // (std's path below), which the kernel does not hold against them.
+    if request.cgroup.is_none() || !INTO_CGROUP_KILLS.load(Ordering::Relaxed) {
         match super::clone3::spawn(&request, request.cgroup.map(|c| c.dir)) {
-            Err(super::clone3::CloneError::KilledAtBirth) => {
-                // The command never ran: start it the other way, now and
-                // from now on.
-                INTO_CGROUP_KILLS.store(true, Ordering::Relaxed);
-                Err(super::clone3::CloneError::Unsupported)
+            Ok(cloned) => {
+                registry.get_or_insert_with(HashSet::new).insert(cloned.pid);
+                return Ok(Forked {
+                    pid: cloned.pid,
+                    pidfd: Some(cloned.pidfd),
+                    stdout: cloned.stdout,
+                    stderr: cloned.stderr,
+                    known: KnownChildGuard { pid: cloned.pid },
+                });
             }
-            other => other,
+            Err(super::clone3::CloneError::Failed(err)) => return Err(err),
+            // The command never ran: start it the other way, now and from
+            // now on.
+            Err(super::clone3::CloneError::KilledAtBirth) => {
+                INTO_CGROUP_KILLS.store(true, Ordering::Relaxed);
+            }
+            // An old kernel: std's fork, and the cgroup.procs write.
+            Err(super::clone3::CloneError::Unsupported) => {}
         }
-    };
-    match cloned {
-        Ok(cloned) => {
-            registry.get_or_insert_with(HashSet::new).insert(cloned.pid);
-            return Ok(Forked {
-                pid: cloned.pid,
-                pidfd: Some(cloned.pidfd),
-                stdout: cloned.stdout,
-                stderr: cloned.stderr,
-                known: KnownChildGuard { pid: cloned.pid },
-            });
-        }
-        Err(super::clone3::CloneError::Failed(err)) => return Err(err),
-        // An old kernel, or clones into a cgroup killed at birth: std's
-        // fork, and the cgroup.procs write.
-        Err(super::clone3::CloneError::Unsupported | super::clone3::CloneError::KilledAtBirth) => {}
     }
     drop(registry);
     let mut command = Command::new(&request.program);

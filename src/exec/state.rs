@@ -328,10 +328,7 @@ impl Shared {
     /// The command is not reaped yet: its pid and process group id are
     /// still reserved for it.
     pub fn main_unreaped(&self) -> bool {
-        self.known
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        crate::sync::lock(&self.known).is_some()
     }
 
     /// Sends `signal` to the command's process group while the command is
@@ -339,7 +336,7 @@ impl Shared {
     /// the reap waits for the same lock, so the group cannot be a
     /// stranger's by the time the signal goes). Returns whether it was sent.
     pub fn signal_group(&self, signal: i32) -> bool {
-        let known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let known = crate::sync::lock(&self.known);
         if known.is_none() {
             return false;
         }
@@ -354,7 +351,7 @@ impl Shared {
         if self.lock().exit.is_none() {
             return;
         }
-        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let mut known = crate::sync::lock(&self.known);
         if known.is_some() {
             let mut status = 0;
             // SAFETY: reaping our own child, whose exit was seen.

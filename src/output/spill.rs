@@ -76,16 +76,17 @@ impl SpillStore {
         // if someone removed it meanwhile): saves a mkdir per run of a
         // server that runs thousands.
         static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-        if !crate::sync::lock(&MADE).contains(&dir) {
+        let mut made = crate::sync::lock(&MADE);
+        if !made.contains(&dir) {
             make_store_dir(&dir).map_err(|source| SpillError::CreateDir {
                 path: dir.clone(),
                 source,
             })?;
-            let mut made = crate::sync::lock(&MADE);
             if made.len() < 16 {
                 made.push(dir.clone());
             }
         }
+        drop(made);
         Ok(Self {
             inner: Arc::new(StoreInner {
                 dir,
