@@ -46,21 +46,20 @@ fn main() {
          pub static PRECOMPILED: &[(&str, &[seccompiler::sock_filter])] = &[\n",
     );
     if let Some(arch) = arch {
-        // Every file for this architecture in one policy, plus the merged
-        // filters (see seccomp_merge).
-        let mut policy = serde_json::Map::new();
-        for (file, only_arch) in POLICY_FILES {
-            if only_arch.is_some_and(|only| only != target_arch) {
-                continue;
-            }
-            let json = std::fs::read(file).unwrap_or_else(|err| panic!("{file}: {err}"));
-            let value: serde_json::Value =
-                serde_json::from_slice(&json).unwrap_or_else(|err| panic!("{file}: {err}"));
-            if let serde_json::Value::Object(filters) = value {
-                policy.extend(filters);
-            }
-        }
-        seccomp_merge::add_merged(&mut policy);
+        let texts: Vec<(String, Option<&str>)> = POLICY_FILES
+            .iter()
+            .map(|(file, only_arch)| {
+                let text =
+                    std::fs::read_to_string(file).unwrap_or_else(|err| panic!("{file}: {err}"));
+                (text, *only_arch)
+            })
+            .collect();
+        let texts: Vec<(&str, Option<&str>)> = texts
+            .iter()
+            .map(|(text, arch)| (text.as_str(), *arch))
+            .collect();
+        let policy = seccomp_merge::whole_policy(&texts, &target_arch)
+            .unwrap_or_else(|err| panic!("sandbox/seccomp*.json: {err}"));
         let json = serde_json::to_vec(&policy).unwrap_or_else(|err| panic!("policy: {err}"));
         let mut map = seccompiler::compile_from_json(json.as_slice(), arch)
             .unwrap_or_else(|err| panic!("policy: {err}"))

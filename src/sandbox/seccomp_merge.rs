@@ -13,6 +13,26 @@ pub const BASE_NETWORK_DENY: &str = "eperm_network_deny";
 /// The filter that only the network-deny variant takes in.
 pub const NETWORK_DENY: &str = "network_deny";
 
+/// The whole policy for architecture `arch` (Rust's name for it), as
+/// seccompiler's JSON (name to filter): the filters of every policy text
+/// (each with the one architecture it is for, if any), and the merged ones.
+pub fn whole_policy(
+    texts: &[(&str, Option<&str>)],
+    arch: &str,
+) -> Result<Map<String, Value>, serde_json::Error> {
+    let mut policy = Map::new();
+    for (text, only_arch) in texts {
+        if only_arch.is_some_and(|only| only != arch) {
+            continue;
+        }
+        if let Value::Object(filters) = serde_json::from_str(text)? {
+            policy.extend(filters);
+        }
+    }
+    add_merged(&mut policy);
+    Ok(policy)
+}
+
 /// Adds [`BASE`] and [`BASE_NETWORK_DENY`] to `policy` (seccompiler's JSON:
 /// name to filter): the rules of every filter that allows by default and
 /// refuses with EPERM, in name order, the network filter only in the second.

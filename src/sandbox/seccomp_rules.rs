@@ -145,14 +145,8 @@ mod tests {
     /// The whole policy for this architecture, compiled now by seccompiler
     /// (no fast path).
     fn compile_policy_now() -> std::collections::HashMap<String, BpfProgram> {
-        let mut policy: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(ALWAYS_JSON).unwrap();
-        if cfg!(target_arch = "x86_64") {
-            let x86: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_str(X86_64_JSON).unwrap();
-            policy.extend(x86);
-        }
-        seccomp_merge::add_merged(&mut policy);
+        let texts = [(ALWAYS_JSON, None), (X86_64_JSON, Some("x86_64"))];
+        let policy = seccomp_merge::whole_policy(&texts, std::env::consts::ARCH).unwrap();
         compile(&serde_json::to_string(&policy).unwrap(), target_arch())
     }
 
