@@ -9,6 +9,19 @@
 //! [`Plan`] (a [`SpawnSpec`] for [`crate::exec::Execution::spawn`] plus the
 //! rest) or a [`Rejection`] with the contract's `error.kind`.
 //!
+//! How a door uses it:
+//!
+//! ```text
+//! let mut request = Request::command(argv);        // or Request::for_tool(..)
+//! request.workdir = ...; request.env = ...; request.timeout_ms = ...;
+//! request.session = true;                          // a live process (stream, session)
+//! // one-shot: plan, cache, scheduler, engine, normalized result
+//! let result = dispatcher.handle(request, Door::Listener).await;
+//! // live: plan, then the engine
+//! let plan = dispatcher.planner().plan(&request, Door::Listener)?;
+//! let exec = Execution::spawn(plan.spec)?;        // keep plan.report alive with it
+//! ```
+//!
 //! Nothing here starts a process: planning is pure but for reading the
 //! registry's secrets once and checking that directories exist, so every
 //! policy rule is unit-tested without the engine. The [`Dispatcher`] on top
