@@ -17,7 +17,7 @@ use super::{
 use crate::exec::{RenderOptions, SpawnSpec};
 use crate::registry::cache::CacheKey;
 use crate::registry::confine::confine;
-use crate::registry::env::child_env;
+use crate::registry::env::tool_env;
 use crate::registry::model::{CwdPolicy, ToolSpec};
 use crate::registry::params::{PathContext, expand, validate_extra, validate_named};
 use crate::registry::{Availability, Registry, kinds};
@@ -91,7 +91,7 @@ pub fn plan_tool(
     }
     let tty = request.tty.unwrap_or(tool.interactive);
     let tag = crate::exec::new_session_tag();
-    let env = child_env(
+    let env = tool_env(
         &planner.config.env,
         &tool.env,
         &registry.settings.env,

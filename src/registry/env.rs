@@ -8,7 +8,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
 /// Builds a child's complete environment.
-pub fn child_env(
+pub(crate) fn tool_env(
     parent: &BTreeMap<OsString, OsString>,
     pass: &[String],
     set: &BTreeMap<String, String>,
@@ -44,7 +44,7 @@ mod tests {
         .map(|(a, b)| (a.into(), b.into()))
         .collect();
         let set = [("CI".to_owned(), "1".to_owned())].into();
-        let env = child_env(
+        let env = tool_env(
             &parent,
             &["GOPATH".into()],
             &set,

@@ -16,7 +16,7 @@ pub mod metrics_http;
 pub mod model;
 pub mod node;
 pub mod params;
-pub mod parse;
+pub(crate) mod parse;
 pub mod schema;
 pub mod secrets;
 pub mod template;
