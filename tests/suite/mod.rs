@@ -10,5 +10,7 @@ mod path_guard;
 mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod sandboxd_grpc;
 mod scheduler;
 mod serve;
