@@ -160,12 +160,6 @@ impl AgentReachServer {
         self.table().live().len()
     }
 
-    /// What the server was started with (root, home, environment, PATH
-    /// entry), for the network listeners' doors.
-    pub(crate) fn config(&self) -> &ServeConfig {
-        &self.inner.config
-    }
-
     /// The metrics every tool is counted in.
     pub fn metrics(&self) -> Arc<Metrics> {
         self.inner.metrics.clone()

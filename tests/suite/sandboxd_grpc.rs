@@ -326,6 +326,7 @@ fn stopping_the_server_kills_the_processes_of_its_streams() {
 #[test]
 fn execute_of_a_missing_program_or_a_cwd_outside_the_root_is_refused() {
     let env = TestEnv::new();
+    std::os::unix::fs::symlink(env.root.path(), env.work().join("out")).unwrap();
     let server = GrpcServer::open(&env);
     runtime().block_on(async {
         let mut client = server.client().await;
@@ -339,6 +340,15 @@ fn execute_of_a_missing_program_or_a_cwd_outside_the_root_is_refused() {
         let err = client
             .execute(ExecuteRequest {
                 config: Some(outside),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+        let mut through_link = config(&["/bin/true"]);
+        through_link.cwd = Some("out".into());
+        let err = client
+            .execute(ExecuteRequest {
+                config: Some(through_link),
             })
             .await
             .unwrap_err();

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use tonic::Status;
 
-use super::plan::{ProcessRequest, plan_process, start_error};
+use super::plan::{ProcessRequest, result_status, run_one_shot};
 use super::proto::process_v1::ExecuteResponse;
-use crate::exec::{Execution, RenderOptions};
+use crate::result::Status as ResultStatus;
 use crate::serve::listen::Shared;
 
 /// How long before the call's deadline the command is killed, so the kill
@@ -25,8 +25,6 @@ pub(crate) const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
 /// How long before the deadline the answer goes even if the kill is not
 /// over (the call itself would otherwise end as `CANCELLED`).
 pub(crate) const ANSWER_MARGIN: Duration = Duration::from_millis(5);
-/// The token budget of each stream of an `Execute` answer.
-pub(crate) const MAX_OUTPUT_TOKENS: usize = 10_000;
 
 /// The deadline a `grpc-timeout` value (digits and a unit: `H`, `M`, `S`,
 /// `m`, `u`, `n`) sets from `now`; `None` when absent or malformed.
@@ -70,12 +68,6 @@ pub(crate) async fn execute(
         }
         req.timeout = Some(left - DEADLINE_MARGIN);
     }
-    let spec = plan_process(shared, &req)?;
-    let exec = Execution::spawn(spec).map_err(|e| start_error(&e))?;
-    let opts = RenderOptions {
-        max_output_tokens: MAX_OUTPUT_TOKENS,
-        keep_color: false,
-    };
     let answer_at = deadline.map(|at| at.checked_sub(ANSWER_MARGIN).unwrap_or(at));
     let out_of_time = async {
         match answer_at {
@@ -83,8 +75,10 @@ pub(crate) async fn execute(
             None => std::future::pending().await,
         }
     };
-    let done = tokio::select! {
-        done = exec.finish(&opts) => done,
+    // Dropping the run (at the deadline, at the shutdown) drops its
+    // execution, which kills what is left of the command at once.
+    let result = tokio::select! {
+        result = run_one_shot(shared, &req) => result?,
         () = out_of_time => {
             return Err(Status::deadline_exceeded("the call's deadline passed; the command was killed"));
         }
@@ -92,15 +86,18 @@ pub(crate) async fn execute(
             return Err(Status::unavailable("the server is stopping; the command was killed"));
         }
     };
-    if done.exit.timed_out && deadline.is_some() {
+    if let Some(status) = result_status(&result) {
+        return Err(status);
+    }
+    if result.status == ResultStatus::Timeout && deadline.is_some() {
         return Err(Status::deadline_exceeded(
             "the call's deadline passed; the command was killed",
         ));
     }
     Ok(ExecuteResponse {
-        exit_code: done.exit.exit_code(),
-        stdout: done.stdout.text.into_bytes(),
-        stderr: done.stderr.text.into_bytes(),
+        exit_code: result.exit_code.unwrap_or(-1),
+        stdout: result.stdout.into_bytes(),
+        stderr: result.stderr.into_bytes(),
     })
 }
 

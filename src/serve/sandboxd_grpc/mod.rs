@@ -94,7 +94,7 @@ impl ProcessService for Service {
         let deadline = execute::deadline_of(request.metadata(), Instant::now());
         let StartRequest { config, pty } = request.into_inner();
         let req = ProcessRequest::from_config(config, pty.is_some(), true)?;
-        let spec = plan_process(&self.shared, &req)?;
+        let plan = plan_process(&self.shared, &req)?;
         let (tap, receiver) = crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS)
             .map_err(|e| Status::internal(format!("cannot open the output stream: {e}")))?;
         let pty_size = pty
@@ -105,10 +105,11 @@ impl ProcessService for Service {
             stdin_pipe: !req.tty,
             pty_size,
         };
-        let exec = Execution::spawn_attached(spec, attach).map_err(|e| start_error(&e))?;
+        let exec = Execution::spawn_attached(plan.spec, attach).map_err(|e| start_error(&e))?;
         let registration = self.processes.insert(exec.clone());
         Ok(Response::new(stream::open(stream::Forward {
             exec,
+            report: plan.report,
             tap: receiver,
             registration,
             deadline,

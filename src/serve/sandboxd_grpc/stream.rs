@@ -38,6 +38,8 @@ enum Cut {
 /// Everything one stream's forwarding owns.
 pub(crate) struct Forward {
     pub(crate) exec: Execution,
+    /// The plan's sandbox report file, kept as long as the process.
+    pub(crate) report: Option<crate::plan::sandbox::ReportGuard>,
     pub(crate) tap: TapReceiver,
     pub(crate) registration: RegistrationGuard,
     pub(crate) deadline: Option<Instant>,
@@ -62,6 +64,7 @@ pub(crate) fn open(forward: Forward) -> EventStream {
 async fn run(forward: Forward, events: mpsc::Sender<Result<StartResponse, Status>>) {
     let Forward {
         exec,
+        report,
         mut tap,
         registration,
         deadline,
@@ -136,5 +139,6 @@ async fn run(forward: Forward, events: mpsc::Sender<Result<StartResponse, Status
     // Out of the table before the last event: a client that saw the exit
     // finds the process gone.
     drop(registration);
+    drop(report);
     let _ = events.send(last).await;
 }
