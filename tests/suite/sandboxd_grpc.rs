@@ -399,6 +399,48 @@ fn execute_past_its_deadline_is_deadline_exceeded_and_the_command_is_killed() {
 }
 
 #[test]
+fn a_start_stream_past_its_deadline_ends_deadline_exceeded_and_kills_the_process() {
+    let env = TestEnv::new();
+    let server = GrpcServer::open(&env);
+    let pid_file = env.work().join("pid");
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let mut request = tonic::Request::new(StartRequest {
+            config: Some(config(&[
+                "/bin/sh",
+                "-c",
+                "echo $$ > pid; echo up; exec sleep 30",
+            ])),
+            pty: None,
+        });
+        request.set_timeout(Duration::from_millis(1500));
+        let mut stream = client.start(request).await.unwrap().into_inner();
+        let end = Instant::now() + Duration::from_secs(20);
+        let err = loop {
+            assert!(Instant::now() < end, "the stream outlived its deadline");
+            match stream.message().await {
+                Ok(Some(StartResponse {
+                    event: Some(Event::Exit(exit)),
+                })) => panic!("a normal exit {exit:?} instead of the deadline"),
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the stream ended without a status"),
+                Err(err) => break err,
+            }
+        };
+        assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    });
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "{pid} outlived the deadline"
+    );
+}
+
+#[test]
 fn a_pty_prompt_is_answered_through_write_stdin() {
     let env = TestEnv::new();
     let server = GrpcServer::open(&env);
