@@ -89,10 +89,16 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let mut client = ProcessServiceClient::connect(format!("http://{addr}"))
+        // HTTP/2 windows as gRPC's C core reaches them by BDP probing; the
+        // 64 KiB default would measure round trips, not the server.
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .expect("endpoint")
+            .initial_stream_window_size(8 << 20)
+            .initial_connection_window_size(16 << 20)
+            .connect()
             .await
-            .expect("connect")
-            .max_decoding_message_size(8 << 20);
+            .expect("connect");
+        let mut client = ProcessServiceClient::new(channel).max_decoding_message_size(8 << 20);
         // Warm-up: the connection, the first spawn, the spill directory.
         for _ in 0..20 {
             let _ = client.execute(ExecuteRequest { config: config(&["/bin/true"]) }).await;
