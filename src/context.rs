@@ -11,7 +11,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that counts how deeply agent-reach personalities
-/// have re-executed themselves (see [`crate::dispatch`]).
+/// have re-executed themselves (the dispatch refuses a 32nd).
 pub const DEPTH_VAR: &str = "AGENT_REACH_DEPTH";
 /// Disables the per-execution cgroup (the `/proc` session-tag fallback is
 /// used instead); for testing the fallback and for machines where creating

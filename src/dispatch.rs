@@ -12,31 +12,7 @@ use std::path::Path;
 
 use crate::context::{DEPTH_VAR, ProcessContext};
 use crate::exit_code;
-
-/// What a start of the binary does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Personality {
-    /// Apply a patch in the Codex format.
-    ApplyPatch,
-    /// Confine a command with Landlock and seccomp, then exec it.
-    Sandbox,
-    /// Run one command through the exec engine (`agent-reach run`).
-    Exec,
-    /// The normal command-line interface.
-    Cli,
-}
-
-/// Every name that selects a personality other than the CLI. The session PATH
-/// directory holds one link per entry.
-pub const PERSONALITY_NAMES: &[(&str, Personality)] = &[
-    ("apply_patch", Personality::ApplyPatch),
-    ("applypatch", Personality::ApplyPatch),
-    ("agent-reach-sandbox", Personality::Sandbox),
-    ("agent-reach-exec", Personality::Exec),
-];
-
-/// The hidden first argument that selects a personality by name.
-pub const RUN_AS_PREFIX: &str = "--agent-reach-run-as=";
+pub use crate::personality::{PERSONALITY_NAMES, Personality, RUN_AS_PREFIX};
 
 /// How many agent-reach personalities may be nested in one process tree
 /// before a start is refused as a re-exec loop. Real use nests a handful
@@ -106,48 +82,15 @@ pub fn choose(mut argv: Vec<OsString>) -> Result<(Personality, Vec<OsString>), U
     }
 }
 
-/// The process entry point: choose, capture the context, run, exit.
+/// The process entry point: choose, capture the context, run, exit. Rust's
+/// own start-up has ignored SIGPIPE (a write to a closed pipe is an `EPIPE`
+/// we handle) and opened any closed standard descriptor on `/dev/null`.
 pub fn process_main() -> i32 {
-    prepare_process();
-    // As under Rust's start-up, a panic unwinds (every guard's drop runs:
-    // commands killed, directories removed) instead of aborting at the C
-    // boundary with nothing cleaned up; it is agent-reach failing, 125.
+    // A panic unwinds (every guard's drop runs: commands killed,
+    // directories removed); it is agent-reach failing, 125.
     let code = std::panic::catch_unwind(main).unwrap_or(exit_code::INTERNAL);
-    // Rust's runtime would flush stdout at exit; ours is the C one.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     code
-}
-
-/// Elsewhere Rust's start-up still runs and does this itself.
-#[cfg(not(unix))]
-fn prepare_process() {}
-
-/// What Rust's start-up did for us and the C entry point does not: SIGPIPE
-/// ignored, so a write to a closed pipe is an `EPIPE` we handle (exit 0)
-/// rather than a silent death; and the three standard descriptors open, so
-/// no file we open later becomes a stdout that a child or a print writes to.
-#[cfg(unix)]
-fn prepare_process() {
-    // SAFETY: setting a signal's disposition to SIG_IGN before any thread
-    // exists; poll and open take plain arguments and our own buffer.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
-            fd,
-            events: 0,
-            revents: 0,
-        });
-        if libc::poll(fds.as_mut_ptr(), 3, 0) < 0 {
-            return;
-        }
-        for fd in fds.iter().filter(|fd| fd.revents & libc::POLLNVAL != 0) {
-            // The lowest free descriptor: the closed standard one.
-            let opened = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-            if opened >= 0 && opened != fd.fd {
-                libc::close(opened);
-            }
-        }
-    }
 }
 
 /// Dispatch: picks the personality and runs it to its exit code.

@@ -43,6 +43,15 @@ pub struct SandboxAttestation {
     pub abi: Option<u32>,
 }
 
+impl SandboxAttestation {
+    /// Reads a report written by `agent-reach-sandbox --report FILE`; `None`
+    /// when it is missing, empty or not the expected JSON.
+    pub fn read(path: &std::path::Path) -> Option<SandboxAttestation> {
+        let bytes = std::fs::read(path).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
 /// A stable error kind and a one-line message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResultError {

@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use crate::cli::registry_args::RegistryArgs;
-use crate::cli::session::Session;
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::path_guard::ProcessSession;
 use crate::plan::Dispatcher;
+use crate::plan::source::RegistryArgs;
 use crate::result::{NormalizedResult, Status};
 
 /// `exec` arguments.
@@ -39,7 +39,7 @@ const MAX_REQUEST_BYTES: usize = 16 << 20;
 
 /// `agent-reach exec ...`.
 pub fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
-    let session = match Session::start(&mut ctx) {
+    let session = match ProcessSession::start(&mut ctx) {
         Ok(session) => session,
         Err(err) => {
             eprintln!("agent-reach: cannot set up the session: {err}");

@@ -7,10 +7,8 @@
 
 pub mod doctor;
 pub mod exec;
-pub mod registry_args;
 pub mod run;
 pub mod serve;
-pub mod session;
 pub mod shell;
 pub mod tools;
 

@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use super::session::Session;
 use crate::context::ProcessContext;
 use crate::exec::interrupt::InterruptGuard;
 use crate::exec::{self, Completed, ExecError, Execution};
 use crate::exit_code;
+use crate::path_guard::ProcessSession;
 use crate::plan::{
     DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_TOKENS, Door, Plan, Planner, PlannerConfig,
     Rejection, Request,
@@ -69,7 +69,7 @@ pub struct RunCli {
 
 /// `agent-reach run ...`.
 pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
-    let session = match Session::start(&mut ctx) {
+    let session = match ProcessSession::start(&mut ctx) {
         Ok(session) => session,
         Err(err) => {
             eprintln!("agent-reach: {err}");
@@ -139,7 +139,11 @@ pub fn parse_env_flags(flags: &[String]) -> Result<EnvFlags, RunSetupError> {
 
 /// `run`'s request, planned like every other door's (the local user's
 /// policy: raw commands, its own `--sandbox`).
-fn prepare(args: &RunArgs, ctx: &ProcessContext, session: &Session) -> Result<Plan, RunSetupError> {
+fn prepare(
+    args: &RunArgs,
+    ctx: &ProcessContext,
+    session: &ProcessSession,
+) -> Result<Plan, RunSetupError> {
     let (pass, set) = parse_env_flags(&args.env)?;
     let base = ctx.cwd().map_err(RunSetupError::Cwd)?;
     let config = PlannerConfig {
@@ -163,7 +167,7 @@ fn prepare(args: &RunArgs, ctx: &ProcessContext, session: &Session) -> Result<Pl
         .map_err(RunSetupError::Plan)
 }
 
-fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
+fn run(args: &RunArgs, ctx: &ProcessContext, session: ProcessSession) -> i32 {
     let prepared = match prepare(args, ctx, &session) {
         Ok(prepared) => prepared,
         Err(err) => return report_setup_error(args, &err.to_string()),

@@ -14,9 +14,9 @@ use std::process::Command;
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::unistd::Pid;
 
-use super::session::Session;
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::path_guard::ProcessSession;
 
 /// `shell` arguments.
 #[derive(Debug, clap::Args)]
@@ -48,7 +48,7 @@ impl Drop for SignalMaskGuard {
 
 /// Runs the shell and returns its exit code (128+N when killed by signal N).
 pub fn main(args: ShellArgs, mut ctx: ProcessContext) -> i32 {
-    let session = match Session::start(&mut ctx) {
+    let session = match ProcessSession::start(&mut ctx) {
         Ok(session) => session,
         Err(err) => {
             eprintln!("agent-reach shell: {err}");

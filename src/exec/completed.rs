@@ -77,7 +77,7 @@ impl Completed {
             .spec()
             .attestation_file
             .as_deref()
-            .and_then(crate::sandbox::read_attestation);
+            .and_then(crate::result::SandboxAttestation::read);
         Self {
             exit,
             truncated: stdout.truncated || stderr.truncated,

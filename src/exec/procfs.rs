@@ -42,16 +42,7 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     })
 }
 
-/// Reads a `/proc` file whole. They report a size of 0, on which
-/// `fs::read_to_string` starts with a 32-byte probe and doubles from there
-/// (eight reads for a mount table); one buffer of a page or more takes them
-/// in one or two.
-pub fn read_small(path: impl AsRef<std::path::Path>) -> Option<String> {
-    let mut file = fs::File::open(path).ok()?;
-    let mut bytes = Vec::with_capacity(16 * 1024);
-    file.read_to_end(&mut bytes).ok()?;
-    String::from_utf8(bytes).ok()
-}
+pub use crate::kernel_file::read_small;
 
 /// The stat of one process, `None` when it is gone.
 pub fn stat(pid: i32) -> Option<ProcStat> {

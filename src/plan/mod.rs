@@ -33,6 +33,7 @@ pub(crate) mod policy;
 pub mod request;
 pub mod runner;
 pub mod sandbox;
+pub mod source;
 pub(crate) mod tool;
 
 use std::collections::BTreeMap;

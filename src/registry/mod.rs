@@ -2,7 +2,7 @@
 //! an operator (typed parameters, cwd policy, risk, env, secrets, scheduling).
 //!
 //! Loading is pure (files in, [`Registry`] or every problem out); requests
-//! are planned and run by [`crate::plan`].
+//! are planned and run by the plan stage, above it.
 
 pub mod builtin;
 pub mod cache;

@@ -57,11 +57,9 @@ pub fn attestation(fs: FsLevel, net: NetLevel, abi: Option<u32>) -> SandboxAttes
     }
 }
 
-/// Reads a report written by `agent-reach-sandbox --report FILE`; `None`
-/// when it is missing, empty or not the expected JSON.
+/// Reads a report written by `agent-reach-sandbox --report FILE`.
 pub fn read_attestation(path: &Path) -> Option<SandboxAttestation> {
-    let bytes = std::fs::read(path).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    SandboxAttestation::read(path)
 }
 
 /// The report's bytes: one JSON object and a newline.

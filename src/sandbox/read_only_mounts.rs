@@ -122,7 +122,7 @@ pub fn isolate(
 /// its paths.
 fn remount_one_by_one(writable: &[PathBuf]) -> Result<(), MountError> {
     let mounts = parse_mountinfo(
-        &crate::exec::procfs::read_small("/proc/self/mountinfo").unwrap_or_default(),
+        &crate::kernel_file::read_small("/proc/self/mountinfo").unwrap_or_default(),
     );
     // Every bind before the first remount: a failure leaves nothing read-only.
     for path in writable {

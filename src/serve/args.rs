@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::cli::registry_args::RegistryArgs;
+use crate::plan::source::RegistryArgs;
 use crate::sandbox::Policy;
 
 use super::listen::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS_PER_CLIENT, ListenSpec};

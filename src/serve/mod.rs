@@ -40,9 +40,9 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::session::Session as ProcessSession;
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::path_guard::ProcessSession;
 use crate::plan::Dispatcher;
 use crate::registry::metrics_http;
 use args::ServeArgs;

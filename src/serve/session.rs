@@ -104,7 +104,7 @@ impl Session {
     pub fn attestation(&self) -> Option<crate::result::SandboxAttestation> {
         self.report
             .as_ref()
-            .and_then(|r| crate::sandbox::read_attestation(r.path()))
+            .and_then(|r| crate::result::SandboxAttestation::read(r.path()))
     }
 
     /// True the first time only: the end of the command is counted once,

@@ -50,7 +50,7 @@ struct Served {
     _known: agent_reach::exec::KnownChildGuard,
 }
 
-fn server_command(env: &TestEnv, extra: &[&str]) -> Command {
+pub(super) fn server_command(env: &TestEnv, extra: &[&str]) -> Command {
     let mut cmd = Command::new(bin());
     cmd.arg("serve")
         .arg("--root")
@@ -146,7 +146,7 @@ impl Served {
     }
 }
 
-fn text_of(result: &CallToolResult) -> String {
+pub(super) fn text_of(result: &CallToolResult) -> String {
     result
         .content
         .iter()

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cli::session::Session;
+use super::{Dispatcher, DispatcherConfig};
 use crate::context::ProcessContext;
 use crate::exit_code;
-use crate::plan::{Dispatcher, DispatcherConfig};
+use crate::path_guard::ProcessSession;
 use crate::registry::{Registry, RegistryError};
 
 /// `--config`, `--profile`, `--root`.
@@ -85,7 +85,7 @@ impl RegistryArgs {
     pub fn session_dispatcher(
         &self,
         ctx: &ProcessContext,
-        session: &Session,
+        session: &ProcessSession,
         sandbox_override: Option<crate::sandbox::Policy>,
     ) -> Result<(PathBuf, Arc<Dispatcher>), RegistrySetupError> {
         let root = self.project_root(ctx).map_err(RegistrySetupError::Root)?;

@@ -1,0 +1,27 @@
+//! The names the binary answers to: one table, below everything that needs
+//! it (the argv[0] dispatch, the session PATH directory's links).
+
+/// What a start of the binary does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Personality {
+    /// Apply a patch in the Codex format.
+    ApplyPatch,
+    /// Confine a command with Landlock and seccomp, then exec it.
+    Sandbox,
+    /// Run one command through the exec engine (`agent-reach run`).
+    Exec,
+    /// The normal command-line interface.
+    Cli,
+}
+
+/// Every name that selects a personality other than the CLI. The session PATH
+/// directory holds one link per entry.
+pub const PERSONALITY_NAMES: &[(&str, Personality)] = &[
+    ("apply_patch", Personality::ApplyPatch),
+    ("applypatch", Personality::ApplyPatch),
+    ("agent-reach-sandbox", Personality::Sandbox),
+    ("agent-reach-exec", Personality::Exec),
+];
+
+/// The hidden first argument that selects a personality by name.
+pub const RUN_AS_PREFIX: &str = "--agent-reach-run-as=";
