@@ -26,6 +26,7 @@ pub mod params;
 pub mod procfs;
 pub mod registry_tools;
 pub mod reply;
+pub mod sandboxd_grpc;
 pub mod server;
 pub mod session;
 pub mod table;

@@ -11,5 +11,7 @@ mod policy;
 mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod sandboxd_grpc;
 mod scheduler;
 mod serve;

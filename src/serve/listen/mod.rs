@@ -129,11 +129,8 @@ async fn serve_one(
     shared: Shared,
 ) -> Result<(), String> {
     match protocol {
-        Protocol::Mcp
-        | Protocol::SandboxdGrpc
-        | Protocol::SandboxdRest
-        | Protocol::PythonRuntime
-        | Protocol::Swerex => {
+        Protocol::SandboxdGrpc => super::sandboxd_grpc::serve(listener, shared).await,
+        Protocol::Mcp | Protocol::SandboxdRest | Protocol::PythonRuntime | Protocol::Swerex => {
             drop((listener, shared));
             Err(format!("the {protocol} listener is not built yet"))
         }
