@@ -14,12 +14,14 @@
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
 pub mod args;
+pub mod client;
 pub mod lenient;
 #[allow(
     dead_code,
     reason = "the shared stack of the protocol listeners, which land one by one"
 )]
 pub(crate) mod listen;
+pub(crate) mod mcp_http;
 pub mod orphans;
 pub mod params;
 pub mod procfs;

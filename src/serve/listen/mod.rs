@@ -129,8 +129,8 @@ async fn serve_one(
     shared: Shared,
 ) -> Result<(), String> {
     match protocol {
-        Protocol::Mcp
-        | Protocol::SandboxdGrpc
+        Protocol::Mcp => super::mcp_http::serve(listener, shared).await,
+        Protocol::SandboxdGrpc
         | Protocol::SandboxdRest
         | Protocol::PythonRuntime
         | Protocol::Swerex => {
