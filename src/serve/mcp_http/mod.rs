@@ -10,6 +10,7 @@
 //! they die with it (`DELETE`, `--client-idle-timeout`, shutdown).
 
 pub(crate) mod hosts;
+pub(crate) mod sessions;
 
 use std::time::Duration;
 
@@ -72,7 +73,7 @@ fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
     let per_client = shared.max_sessions_per_client;
     let service = StreamableHttpService::new(
         move || Ok(server.for_client(per_client)),
-        std::sync::Arc::new(sessions),
+        std::sync::Arc::new(sessions::Sessions::new(sessions)),
         config,
     );
     Router::new()
