@@ -245,7 +245,10 @@ impl Metrics {
         let _ = writeln!(out, "# TYPE agent_reach_client_sessions gauge");
         for (client, n) in self.sessions_by_client() {
             let client = escape(&client);
-            let _ = writeln!(out, "agent_reach_client_sessions{{client=\"{client}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "agent_reach_client_sessions{{client=\"{client}\"}} {n}"
+            );
         }
         out
     }
@@ -320,7 +323,10 @@ mod tests {
     #[test]
     fn clients_and_their_sessions_are_gauges() {
         let m = Metrics::new();
-        m.set_clients(2, BTreeMap::from([("mcp-1".to_owned(), 3), ("stdio".to_owned(), 1)]));
+        m.set_clients(
+            2,
+            BTreeMap::from([("mcp-1".to_owned(), 3), ("stdio".to_owned(), 1)]),
+        );
         let text = m.prometheus_text();
         assert!(text.contains("agent_reach_clients 2\n"), "{text}");
         assert!(

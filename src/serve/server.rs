@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -242,9 +241,11 @@ impl AgentReachServer {
             ToolFailure::from(e)
         })?;
         let session = Arc::new(Session::new(exec, req.cmd.clone(), req.tty));
-        let admitted =
-            self.table()
-                .insert(self.client.id(), session.clone(), self.client.max_sessions());
+        let admitted = self.table().insert(
+            self.client.id(),
+            session.clone(),
+            self.client.max_sessions(),
+        );
         let (id, pruned) = match admitted {
             Ok(admitted) => admitted,
             Err(full) => {

@@ -293,7 +293,9 @@ mod tests {
     }
 
     fn insert(t: &mut SessionTable<Fake>, owner: ClientId, owner_max: usize) -> (u64, Vec<u64>) {
-        let (id, pruned) = t.insert(owner, Arc::new(Fake::default()), owner_max).unwrap();
+        let (id, pruned) = t
+            .insert(owner, Arc::new(Fake::default()), owner_max)
+            .unwrap();
         (id, pruned.into_iter().map(|p| p.0).collect())
     }
 
@@ -369,10 +371,7 @@ mod tests {
         // A may hold 2: its least recently used (4) goes, B's stay.
         assert_eq!(insert(&mut t, A, 2).1, vec![4]);
         assert_eq!(t.live_of(B).len(), 3);
-        assert_eq!(
-            t.count_by_owner(),
-            BTreeMap::from([(A, 2), (B, 3)])
-        );
+        assert_eq!(t.count_by_owner(), BTreeMap::from([(A, 2), (B, 3)]));
     }
 
     #[test]

@@ -25,7 +25,12 @@ pub(crate) fn allowed_hosts(
         hosts.extend(["localhost", "127.0.0.1", "::1"].map(str::to_owned));
     }
     hosts.extend(ips.iter().map(IpAddr::to_string));
-    hosts.extend(extra.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()));
+    hosts.extend(
+        extra
+            .iter()
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty()),
+    );
     hosts.sort();
     hosts.dedup();
     hosts
@@ -80,7 +85,10 @@ mod tests {
             &[],
             &["agents.example.com".to_owned()],
         );
-        assert_eq!(hosts, ["127.0.0.1", "::1", "agents.example.com", "localhost"]);
+        assert_eq!(
+            hosts,
+            ["127.0.0.1", "::1", "agents.example.com", "localhost"]
+        );
     }
 
     #[test]
