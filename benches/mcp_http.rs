@@ -90,8 +90,7 @@ fn server(home: &std::path::Path, extra: &[&str]) -> tokio::process::Command {
 
 async fn http_client(url: &str) -> Client {
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN);
-    ()
-        .serve(StreamableHttpClientTransport::from_config(config))
+    ().serve(StreamableHttpClientTransport::from_config(config))
         .await
         .expect("HTTP handshake")
 }

@@ -519,7 +519,7 @@ fn deleting_an_mcp_session_kills_its_processes_and_no_others() {
         let (_, b_pid) = sleeper(&b, 301).await;
         assert!(alive(a_pid) && alive(b_pid));
         let status = a.delete().await;
-        assert!(status.is_success(), "DELETE answered {status}");
+        assert_eq!(status, 200, "DELETE answered {status}");
         wait_dead(a_pid, Duration::from_secs(15), "DELETE of its MCP session").await;
         assert!(alive(b_pid), "B's process died with A's MCP session");
         let (_, v) = ok(&b, "list_sessions", json!({})).await;

@@ -78,12 +78,28 @@ fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
     );
     Router::new()
         .route_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(session_ended_is_200))
         .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
         .layer(axum::middleware::from_fn_with_state(
             shared.auth.clone(),
             auth::require_bearer,
         ))
         .route(HEALTH_PATH, get(healthz))
+}
+
+/// A `DELETE` that ended a session answers 200 (rmcp says 202): the
+/// Python SDK, and the clients built on it, take anything but 200 or 204
+/// for a failed termination. Notifications keep their 202.
+async fn session_ended_is_200(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::OK;
+    }
+    response
 }
 
 async fn healthz() -> axum::Json<serde_json::Value> {
