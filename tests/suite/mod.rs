@@ -8,6 +8,7 @@ pub mod exec_json;
 mod mcp_http;
 mod output;
 mod path_guard;
+mod policy;
 mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
