@@ -51,6 +51,10 @@ pub struct Metrics {
     tools: Mutex<BTreeMap<String, ToolCounts>>,
     /// Sessions a server holds (started, not yet ended and taken).
     live_sessions: AtomicU64,
+    /// MCP clients over HTTP connected (MCP sessions open).
+    clients: AtomicU64,
+    /// Live sessions by the client holding them (`stdio`, `mcp-N`).
+    sessions_by_client: Mutex<BTreeMap<String, usize>>,
 }
 
 impl Metrics {
@@ -85,6 +89,28 @@ impl Metrics {
     /// The gauge of live sessions.
     pub fn live_sessions(&self) -> u64 {
         self.live_sessions.load(Ordering::Relaxed)
+    }
+
+    /// Sets the gauges of connected clients and of sessions by client.
+    pub fn set_clients(&self, clients: usize, sessions_by_client: BTreeMap<String, usize>) {
+        self.clients.store(clients as u64, Ordering::Relaxed);
+        *self
+            .sessions_by_client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = sessions_by_client;
+    }
+
+    /// The gauge of connected clients over HTTP.
+    pub fn clients(&self) -> u64 {
+        self.clients.load(Ordering::Relaxed)
+    }
+
+    /// Live sessions by client (clients holding none left out).
+    pub fn sessions_by_client(&self) -> BTreeMap<String, usize> {
+        self.sessions_by_client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn count_outcome(&self, tool: &str, status: Status, cached: bool, duration: Duration) {
@@ -124,12 +150,15 @@ impl Metrics {
     }
 
     /// The counts as JSON:
-    /// `{"tools": {NAME: {...}}, "buckets_seconds": [...], "live_sessions": N}`.
+    /// `{"tools": {NAME: {...}}, "buckets_seconds": [...], "live_sessions": N,
+    /// "clients": N, "live_sessions_by_client": {CLIENT: N}}`.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "buckets_seconds": BUCKETS,
             "tools": self.snapshot(),
             "live_sessions": self.live_sessions(),
+            "clients": self.clients(),
+            "live_sessions_by_client": self.sessions_by_client(),
         })
     }
 
@@ -203,6 +232,24 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE agent_reach_sessions gauge");
         let _ = writeln!(out, "agent_reach_sessions {}", self.live_sessions());
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_clients MCP clients connected over HTTP."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_clients gauge");
+        let _ = writeln!(out, "agent_reach_clients {}", self.clients());
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_client_sessions Sessions the server holds, by the client holding them."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_client_sessions gauge");
+        for (client, n) in self.sessions_by_client() {
+            let client = escape(&client);
+            let _ = writeln!(
+                out,
+                "agent_reach_client_sessions{{client=\"{client}\"}} {n}"
+            );
+        }
         out
     }
 }
@@ -271,5 +318,23 @@ mod tests {
         );
         assert!(text.contains("agent_reach_sessions 2\n"), "{text}");
         assert_eq!(m.to_json()["live_sessions"], 2);
+    }
+
+    #[test]
+    fn clients_and_their_sessions_are_gauges() {
+        let m = Metrics::new();
+        m.set_clients(
+            2,
+            BTreeMap::from([("mcp-1".to_owned(), 3), ("stdio".to_owned(), 1)]),
+        );
+        let text = m.prometheus_text();
+        assert!(text.contains("agent_reach_clients 2\n"), "{text}");
+        assert!(
+            text.contains("agent_reach_client_sessions{client=\"mcp-1\"} 3\n"),
+            "{text}"
+        );
+        let json = m.to_json();
+        assert_eq!(json["clients"], 2);
+        assert_eq!(json["live_sessions_by_client"]["mcp-1"], 3);
     }
 }

@@ -15,12 +15,14 @@
 
 pub mod approval;
 pub mod args;
+pub mod client;
 pub mod lenient;
 #[allow(
     dead_code,
     reason = "the shared stack of the protocol listeners, which land one by one"
 )]
 pub(crate) mod listen;
+pub(crate) mod mcp_http;
 pub mod orphans;
 pub mod params;
 pub mod procfs;

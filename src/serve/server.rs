@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -23,6 +23,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 
 use super::approval;
+use super::client::ClientSeat;
 use super::params::{self, ExecRequest, PollRequest};
 use super::procfs;
 use super::registry_tools::RegistryTools;
@@ -52,10 +53,12 @@ pub struct ServeConfig {
     pub max_sessions: usize,
 }
 
-/// The MCP server; cheap to clone (one per connection shares the table).
+/// The MCP server; cheap to clone. Every client shares one table; each
+/// handler serves one client ([`ClientSeat`]) and sees only its sessions.
 #[derive(Clone)]
 pub struct AgentReachServer {
     inner: Arc<Inner>,
+    client: Arc<ClientSeat>,
 }
 
 struct Inner {
@@ -67,6 +70,8 @@ struct Inner {
     dispatcher: Arc<Dispatcher>,
     registry: RegistryTools,
     metrics: Arc<Metrics>,
+    /// Clients over HTTP whose seat is not dropped yet.
+    remote_clients: std::sync::atomic::AtomicUsize,
 }
 
 /// The tool-level failure of a call: shown to the model as one line.
@@ -103,6 +108,7 @@ impl AgentReachServer {
     pub fn new(config: ServeConfig, dispatcher: Arc<Dispatcher>) -> Self {
         let metrics = dispatcher.metrics();
         let table = Mutex::new(SessionTable::new(config.max_sessions));
+        let stdio = Arc::new(ClientSeat::stdio(config.max_sessions));
         let raw_commands = dispatcher.planner().policy().allow_raw_commands;
         let mut all_tools: Vec<Tool> = tools::builtin_tools()
             .into_iter()
@@ -120,7 +126,44 @@ impl AgentReachServer {
                 dispatcher,
                 registry,
                 metrics,
+                remote_clients: Default::default(),
             }),
+            client: stdio,
+        }
+    }
+
+    /// A handler for a new client over HTTP (one MCP session): the same
+    /// table, tools and metrics; its own sessions, at most `max_sessions`,
+    /// killed when the handler is dropped.
+    pub(crate) fn for_client(&self, max_sessions: usize) -> AgentReachServer {
+        use std::sync::atomic::Ordering;
+        self.inner.remote_clients.fetch_add(1, Ordering::Relaxed);
+        let inner = self.inner.clone();
+        let seat = ClientSeat::remote(max_sessions, move |id| {
+            inner.remote_clients.fetch_sub(1, Ordering::Relaxed);
+            let sessions = inner
+                .table
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .drain_owner(id);
+            publish_gauges(&inner);
+            if sessions.is_empty() {
+                return;
+            }
+            tracing::info!(client = %id, sessions = sessions.len(), "client gone; killing its sessions");
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            for (session_id, s) in sessions {
+                runtime.spawn(async move {
+                    let report = s.exec.terminate().await;
+                    tracing::info!(client = %id, session_id, survivors = ?report.survivors, "session of a client gone killed");
+                });
+            }
+        });
+        AgentReachServer {
+            inner: self.inner.clone(),
+            client: Arc::new(seat),
         }
     }
 
@@ -155,9 +198,9 @@ impl AgentReachServer {
         self.update_sessions_gauge();
     }
 
-    /// The number of live sessions.
+    /// The number of live sessions, of every client.
     pub fn live_sessions(&self) -> usize {
-        self.table().live().len()
+        self.table().len()
     }
 
     /// The metrics every tool is counted in.
@@ -166,7 +209,7 @@ impl AgentReachServer {
     }
 
     fn update_sessions_gauge(&self) {
-        self.inner.metrics.set_live_sessions(self.live_sessions());
+        publish_gauges(&self.inner);
     }
 
     /// Counts the end of a session's command once, as a run of
@@ -209,7 +252,18 @@ impl AgentReachServer {
             ToolFailure::from(e)
         })?;
         let session = Arc::new(Session::new(exec, req.cmd.clone(), req.tty, plan.report));
-        let (id, pruned) = self.table().insert(session.clone());
+        let admitted = self.table().insert(
+            self.client.id(),
+            session.clone(),
+            self.client.max_sessions(),
+        );
+        let (id, pruned) = match admitted {
+            Ok(admitted) => admitted,
+            Err(full) => {
+                session.exec.terminate().await;
+                return Err(ToolFailure::from(full));
+            }
+        };
         self.kill_pruned(pruned);
         let until = started + req.yield_time;
         let outcome = self
@@ -241,14 +295,15 @@ impl AgentReachServer {
 
     fn kill_pruned(&self, pruned: Vec<(u64, Arc<Session>)>) {
         for (id, session) in pruned {
-            let max = self.inner.config.max_sessions;
+            let max = self.client.max_sessions();
             let how = format!(
                 "was killed to make room (at most {max} sessions; exited and least recently used ones go first)"
             );
             {
+                let owner = self.client.id();
                 let mut table = self.table();
-                table.remember(id, how.clone());
-                table.note(format!("session {id} ({}) {how}", session.command));
+                table.remember(owner, id, how.clone());
+                table.note(owner, format!("session {id} ({}) {how}", session.command));
             }
             tokio::spawn(async move {
                 session.exec.terminate().await;
@@ -300,6 +355,9 @@ impl AgentReachServer {
         max_output_tokens: usize,
         started: Instant,
     ) -> Reply {
+        if outcome == WaitOutcome::Cancelled {
+            return cancelled_reply(id, session, started);
+        }
         let exit = if outcome == WaitOutcome::Exited || session.exec.exit_info().is_some() {
             // Whatever the command left behind dies now; its output is drained.
             session.exec.terminate().await;
@@ -322,7 +380,7 @@ impl AgentReachServer {
         if let Some(code) = exit_code {
             self.table().end(id, format!("ended with code {code}"));
         }
-        let notes = self.table().take_notes();
+        let notes = self.table().take_notes(self.client.id());
         Reply {
             wall_time_seconds: Reply::wall_time(started.elapsed()),
             exit_code,
@@ -383,7 +441,7 @@ impl AgentReachServer {
     /// The live session `id`, or the one-line answer saying what became of it.
     fn live_session(&self, id: u64, writing: bool) -> Result<Arc<Session>, ToolFailure> {
         let nothing_written = if writing { "; nothing was written" } else { "" };
-        match self.table().get(id) {
+        match self.table().get(self.client.id(), id) {
             Lookup::Live(s) => Ok(s),
             Lookup::Ended(how) => Err(ToolFailure::refused(format!(
                 "session {id} {how}{nothing_written}"
@@ -398,7 +456,7 @@ impl AgentReachServer {
         let started = Instant::now();
         let p: params::KillSessionParams = parse(args)?;
         let id = p.session_id;
-        let session = match self.table().get(id) {
+        let session = match self.table().get(self.client.id(), id) {
             Lookup::Live(s) => s,
             Lookup::Ended(how) => {
                 return Ok(text_result(format!("session {id} already {how}")));
@@ -420,7 +478,7 @@ impl AgentReachServer {
             max_output_tokens: params::MAX_OUTPUT_TOKENS_DEFAULT,
             keep_color: false,
         });
-        let mut notes = self.table().take_notes();
+        let mut notes = self.table().take_notes(self.client.id());
         if !report.survivors.is_empty() {
             notes.push(format!(
                 "these processes could not be killed: {:?}",
@@ -460,7 +518,7 @@ impl AgentReachServer {
 
     async fn list_sessions(&self, args: JsonArgs) -> ToolResult {
         let _: params::NoParams = parse(args)?;
-        let sessions = self.table().live();
+        let sessions = self.table().live_of(self.client.id());
         let rows = tokio::task::spawn_blocking(move || session_rows(&sessions))
             .await
             .unwrap_or_default();
@@ -559,6 +617,47 @@ impl AgentReachServer {
 }
 
 type JsonArgs = Option<serde_json::Map<String, serde_json::Value>>;
+
+/// Sets the gauges of live sessions, in all and by client, and of clients.
+fn publish_gauges(inner: &Inner) {
+    let (total, by_client) = {
+        let table = inner
+            .table
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        (table.len(), table.count_by_owner())
+    };
+    let metrics = &inner.metrics;
+    metrics.set_live_sessions(total);
+    metrics.set_clients(
+        inner
+            .remote_clients
+            .load(std::sync::atomic::Ordering::Relaxed),
+        by_client
+            .into_iter()
+            .map(|(client, n)| (client.to_string(), n))
+            .collect(),
+    );
+}
+
+/// The reply to a call cancelled mid-wait (by the client, or because its
+/// connection dropped): nothing is read, so the next poll loses nothing.
+fn cancelled_reply(id: u64, session: &Session, started: Instant) -> Reply {
+    Reply {
+        wall_time_seconds: Reply::wall_time(started.elapsed()),
+        exit_code: None,
+        session_id: Some(id),
+        state: ReplyState::Running,
+        original_token_count: 0,
+        full_output_path: None,
+        output: String::new(),
+        truncated: false,
+        sandbox: session.attestation(),
+        notes: vec![format!(
+            "the call was cancelled: nothing was read and session {id} goes on; write_stdin polls it"
+        )],
+    }
+}
 
 fn parse<T: DeserializeOwned>(args: JsonArgs) -> Result<T, ToolFailure> {
     let value = serde_json::Value::Object(args.unwrap_or_default());
@@ -669,6 +768,22 @@ impl ServerHandler for AgentReachServer {
             env!("CARGO_PKG_VERSION"),
         ))
         .with_instructions(INSTRUCTIONS)
+    }
+
+    /// Over HTTP only the revisions with `initialize` (and so with
+    /// `Mcp-Session-Id`): a session is who owns the processes, and the
+    /// sessionless 2026-07-28 lifecycle would leave a client none.
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.client.is_remote() {
+            ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .filter(|v| v.has_initialize())
+                .cloned()
+                .collect::<Vec<_>>()
+                .into()
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 
     async fn list_tools(

@@ -5,6 +5,7 @@ mod dispatch;
 mod exec;
 mod exec_api;
 pub mod exec_json;
+mod mcp_http;
 mod output;
 mod path_guard;
 mod policy;

@@ -130,7 +130,8 @@ async fn serve_one(
 ) -> Result<(), String> {
     match protocol {
         Protocol::SandboxdGrpc => super::sandboxd_grpc::serve(listener, shared).await,
-        Protocol::Mcp | Protocol::SandboxdRest | Protocol::PythonRuntime | Protocol::Swerex => {
+        Protocol::Mcp => super::mcp_http::serve(listener, shared).await,
+        Protocol::SandboxdRest | Protocol::PythonRuntime | Protocol::Swerex => {
             drop((listener, shared));
             Err(format!("the {protocol} listener is not built yet"))
         }

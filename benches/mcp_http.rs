@@ -1,0 +1,242 @@
+//! Whole-process benchmark of `agent-reach serve --listen mcp=...`, with its
+//! baselines measured in the same run:
+//! - the round trip of `exec_command` for `true` over streamable HTTP,
+//!   interleaved call by call with the same over stdio (a second server
+//!   process) and with a bare fork+exec of `bash -c true`;
+//! - 64 concurrent HTTP clients (one MCP session each) making 100 calls
+//!   each: errors, median and p99 latency;
+//! - the server's RSS per idle MCP session (clients connected, no calls) and
+//!   per idle exec session (`sleep` left running), from `/proc/PID/status`.
+//!
+//! Prints medians; asserts nothing. `cargo bench --bench mcp_http`.
+
+#![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+
+const TOKEN: &str = "bench-token";
+const ROUND_TRIPS: usize = 300;
+const CLIENTS: usize = 64;
+const CALLS_PER_CLIENT: usize = 100;
+const IDLE_CLIENTS: usize = 100;
+const IDLE_SESSIONS: usize = 100;
+
+type Client = RunningService<RoleClient, ()>;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// (median, p90, p99) in milliseconds.
+fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
+    v.sort_unstable();
+    let at = |q: f64| ms(v[((v.len() as f64 * q) as usize).min(v.len() - 1)]);
+    (at(0.5), at(0.9), at(0.99))
+}
+
+fn fork_exec_true() -> Duration {
+    let start = Instant::now();
+    let status = Command::new("/bin/bash")
+        .args(["-c", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    assert!(status.is_ok_and(|s| s.success()));
+    start.elapsed()
+}
+
+fn exec(cmd: &str) -> CallToolRequestParams {
+    let args = serde_json::json!({"cmd": cmd, "yield_time_ms": 250});
+    CallToolRequestParams::new("exec_command")
+        .with_arguments(args.as_object().cloned().unwrap_or_default())
+}
+
+async fn timed_call(client: &Client) -> Result<Duration, String> {
+    let start = Instant::now();
+    let result = client
+        .call_tool(exec("true"))
+        .await
+        .map_err(|e| e.to_string())?;
+    if result.is_error == Some(true) {
+        return Err(format!("{:?}", result.content));
+    }
+    Ok(start.elapsed())
+}
+
+fn server(home: &std::path::Path, extra: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-reach"));
+    cmd.arg("serve")
+        .arg("--root")
+        .arg(home)
+        .args(extra)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", home)
+        .env("AGENT_REACH_HOME", home.join("ar"))
+        .env("AGENT_REACH_TOKEN", TOKEN)
+        .env("SHELL", "/bin/bash")
+        .env("AGENT_REACH_LOG", "warn")
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn http_client(url: &str) -> Client {
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(TOKEN);
+    ().serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .expect("HTTP handshake")
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A free loopback port (the listener binds it right after).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let home = tempfile::tempdir().expect("tempdir");
+        let (stdio_transport, _) = TokioChildProcess::builder(server(home.path(), &[]))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the stdio server");
+        let stdio = ().serve(stdio_transport).await.expect("stdio handshake");
+
+        let port = free_port();
+        let listen = format!("mcp=127.0.0.1:{port}");
+        let http_home = tempfile::tempdir().expect("tempdir");
+        let mut http_server = server(
+            http_home.path(),
+            &[
+                "--listen",
+                &listen,
+                "--max-sessions",
+                "4096",
+                "--max-sessions-per-client",
+                "4096",
+            ],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the HTTP server");
+        let pid = http_server.id().expect("pid");
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let health = format!("http://127.0.0.1:{port}/healthz");
+        let probe = reqwest::Client::new();
+        let up = Instant::now();
+        while probe.get(&health).send().await.is_err() {
+            assert!(up.elapsed() < Duration::from_secs(30), "the HTTP server did not start");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let http = http_client(&url).await;
+
+        for _ in 0..20 {
+            fork_exec_true();
+            timed_call(&stdio).await.expect("stdio warm-up");
+            timed_call(&http).await.expect("HTTP warm-up");
+        }
+        let (mut bare, mut over_stdio, mut over_http) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..ROUND_TRIPS {
+            bare.push(fork_exec_true());
+            over_stdio.push(timed_call(&stdio).await.expect("stdio call"));
+            over_http.push(timed_call(&http).await.expect("HTTP call"));
+        }
+        let (bare, over_stdio, over_http) = (stats(bare), stats(over_stdio), stats(over_http));
+        println!("round trip of exec_command `true` (bash -c true), {ROUND_TRIPS} calls each, interleaved, ms:");
+        println!("  bare fork+exec+wait : median {:>7.3}  p90 {:>7.3}  p99 {:>7.3}", bare.0, bare.1, bare.2);
+        println!("  MCP over stdio      : median {:>7.3}  p90 {:>7.3}  p99 {:>7.3}", over_stdio.0, over_stdio.1, over_stdio.2);
+        println!("  MCP over HTTP       : median {:>7.3}  p90 {:>7.3}  p99 {:>7.3}", over_http.0, over_http.1, over_http.2);
+        println!(
+            "  HTTP minus stdio    : median {:>7.3}  (HTTP minus bare {:.3})",
+            over_http.0 - over_stdio.0,
+            over_http.0 - bare.0
+        );
+
+        let mut clients = Vec::with_capacity(CLIENTS);
+        for _ in 0..CLIENTS {
+            clients.push(http_client(&url).await);
+        }
+        let start = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for client in clients {
+            tasks.spawn(async move {
+                let mut times = Vec::with_capacity(CALLS_PER_CLIENT);
+                let mut errors = 0usize;
+                for _ in 0..CALLS_PER_CLIENT {
+                    match timed_call(&client).await {
+                        Ok(t) => times.push(t),
+                        Err(_) => errors += 1,
+                    }
+                }
+                let _ = client.cancel().await;
+                (times, errors)
+            });
+        }
+        let (mut times, mut errors) = (Vec::new(), 0);
+        while let Some(joined) = tasks.join_next().await {
+            let (t, e) = joined.expect("client task");
+            times.extend(t);
+            errors += e;
+        }
+        let elapsed = start.elapsed();
+        let calls = times.len();
+        let (median, p90, p99) = stats(times);
+        println!(
+            "{CLIENTS} HTTP clients x {CALLS_PER_CLIENT} calls: {calls} answered, {errors} errors, {:.0} calls/s; median {median:.3} ms, p90 {p90:.3} ms, p99 {p99:.3} ms",
+            calls as f64 / elapsed.as_secs_f64()
+        );
+
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let before = rss_kib(pid);
+        let mut idle = Vec::with_capacity(IDLE_CLIENTS);
+        for _ in 0..IDLE_CLIENTS {
+            idle.push(http_client(&url).await);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let with_clients = rss_kib(pid);
+        for _ in 0..IDLE_SESSIONS {
+            let r = http.call_tool(exec("exec sleep 600")).await.expect("sleep session");
+            assert_ne!(r.is_error, Some(true), "{:?}", r.content);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let with_sessions = rss_kib(pid);
+        println!(
+            "server RSS: {before} KiB; +{IDLE_CLIENTS} idle MCP sessions {with_clients} KiB ({:.1} KiB each); +{IDLE_SESSIONS} idle exec sessions {with_sessions} KiB ({:.1} KiB each)",
+            with_clients.saturating_sub(before) as f64 / IDLE_CLIENTS as f64,
+            with_sessions.saturating_sub(with_clients) as f64 / IDLE_SESSIONS as f64
+        );
+        for client in idle {
+            let _ = client.cancel().await;
+        }
+        let _ = http.cancel().await;
+        let _ = stdio.cancel().await;
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = tokio::time::timeout(Duration::from_secs(20), http_server.wait()).await;
+    });
+}

@@ -1,0 +1,107 @@
+//! `serve --listen mcp=HOST:PORT`: the MCP tools over streamable HTTP.
+//!
+//! rmcp's [`StreamableHttpService`] speaks the transport at `/mcp` (sessions
+//! by `Mcp-Session-Id`, `DELETE` to end one, SSE for progress, keep-alive
+//! pings); this module mounts it under axum behind the bearer token, gives
+//! it the `Host`/`Origin` lists of [`hosts`], and answers `GET /healthz`
+//! without a token. Every MCP session gets its own handler from the factory:
+//! a clone of the one server (one table, registry, scheduler, metrics) with
+//! a client seat of its own, so it sees only the sessions it started and
+//! they die with it (`DELETE`, `--client-idle-timeout`, shutdown).
+
+pub(crate) mod hosts;
+pub(crate) mod sessions;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+
+use super::listen::{MAX_BODY_BYTES, Shared, auth};
+
+/// The path the MCP endpoint is served at.
+pub(crate) const MCP_PATH: &str = "/mcp";
+/// The path of the health check (no token).
+pub(crate) const HEALTH_PATH: &str = "/healthz";
+/// The largest JSON-RPC message read (an `apply_patch` of a big file fits).
+pub(crate) const MCP_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+const _: () = assert!(MCP_MAX_BODY_BYTES <= MAX_BODY_BYTES);
+/// How often an open SSE stream gets a comment, so proxies and clients
+/// do not take a long poll for a dead connection.
+pub(crate) const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Serves MCP on `listener` until `shared.shutdown` is cancelled.
+pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let app = router(local, &shared);
+    tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
+    let shutdown = shared.shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// `/mcp` behind the token, `/healthz` in front of it.
+fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
+    let interfaces = if local.ip().is_unspecified() {
+        hosts::interface_addresses()
+    } else {
+        Vec::new()
+    };
+    let allowed = hosts::allowed_hosts(local, &interfaces, &shared.allowed_hosts);
+    let origins = hosts::allowed_origins(&allowed);
+    tracing::debug!(hosts = ?allowed, "Host values the MCP listener accepts");
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+        .with_legacy_session_mode(true)
+        .with_max_request_body_bytes(MCP_MAX_BODY_BYTES)
+        .with_cancellation_token(shared.shutdown.child_token());
+    let mut sessions = LocalSessionManager::default();
+    // A client silent this long is gone: its MCP session closes, which
+    // drops its handler and kills its processes.
+    sessions.session_config.keep_alive = Some(shared.client_idle_timeout);
+    let server = shared.server.clone();
+    let per_client = shared.max_sessions_per_client;
+    let service = StreamableHttpService::new(
+        move || Ok(server.for_client(per_client)),
+        std::sync::Arc::new(sessions::Sessions::new(sessions)),
+        config,
+    );
+    Router::new()
+        .route_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(session_ended_is_200))
+        .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
+        .layer(axum::middleware::from_fn_with_state(
+            shared.auth.clone(),
+            auth::require_bearer,
+        ))
+        .route(HEALTH_PATH, get(healthz))
+}
+
+/// A `DELETE` that ended a session answers 200 (rmcp says 202): the
+/// Python SDK, and the clients built on it, take anything but 200 or 204
+/// for a failed termination. Notifications keep their 202.
+async fn session_ended_is_200(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::OK;
+    }
+    response
+}
+
+async fn healthz() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok"}))
+}

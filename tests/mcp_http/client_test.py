@@ -1,0 +1,260 @@
+"""Drives `agent-reach serve --listen mcp=...` with the published Python clients.
+
+The server is started here on 127.0.0.1 (port 0, read back from its log) with
+a token. Each check prints one line; any failure exits 1. Covers, with the
+official `mcp` SDK's streamable HTTP client: no token and a wrong token are
+401, the tool list, a command, a dev server polled by session id with
+wait_for, a tty prompt answered, a patch, a second client that cannot see the
+first one's session, and the first one's processes killed when its client
+closes (HTTP DELETE); langchain-mcp-adapters with transport
+"streamable_http" inside `client.session(...)`; the OpenAI Agents SDK's
+MCPServerStreamableHttp list_tools/call_tool; and SIGTERM: exit 0, nothing
+left running, the PATH directory removed.
+"""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+
+import httpx
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+TOKEN = "python-clients-token"
+FAILURES = []
+PASSED = []
+
+
+def check(name, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f"\n     {detail}"))
+    (PASSED if ok else FAILURES).append(name)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def tagged_pids(prefix):
+    pids = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(v.startswith(prefix.encode()) for v in env):
+            pids.add(int(entry))
+    return pids
+
+
+async def wait_dead(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return not alive(pid)
+
+
+def http_client():
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"},
+                             timeout=httpx.Timeout(30, read=300))
+
+
+async def call(session, tool, args, timeout=60):
+    result = await session.call_tool(tool, args, read_timeout_seconds=timedelta(seconds=timeout))
+    text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+    return result, text, (result.structuredContent or {})
+
+
+class Server:
+    def __init__(self, binary):
+        self.work = tempfile.mkdtemp(prefix="ar-mcp-http-")
+        self.home = tempfile.mkdtemp(prefix="ar-mcp-http-home-")
+        self.log = os.path.join(self.home, "serve.log")
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": self.home,
+            "AGENT_REACH_HOME": os.path.join(self.home, "ar"),
+            "AGENT_REACH_TOKEN": TOKEN,
+            "SHELL": "/bin/bash",
+        }
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--root", self.work, "--log-file", self.log,
+             "--listen", "mcp=127.0.0.1:0"],
+            env=env, cwd=self.work, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addr = self._wait_listening()
+        self.url = f"http://{self.addr}/mcp"
+
+    def _wait_listening(self):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with open(self.log) as f:
+                    for line in f:
+                        fields = json.loads(line).get("fields", {})
+                        if fields.get("message") == "listening":
+                            return fields["addr"]
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("the server did not listen within 30 s")
+
+
+async def sdk_checks(server):
+    async with httpx.AsyncClient() as anon:
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}}}
+        hdrs = {"Accept": "application/json, text/event-stream"}
+        r = await anon.post(server.url, json=body, headers=hdrs)
+        check("no token is 401 with WWW-Authenticate: Bearer",
+              r.status_code == 401 and r.headers.get("www-authenticate") == "Bearer", r.status_code)
+        r = await anon.post(server.url, json=body, headers={**hdrs, "Authorization": "Bearer wrong"})
+        check("a wrong token is 401", r.status_code == 401, r.status_code)
+        r = await anon.get(f"http://{server.addr}/healthz")
+        check("healthz needs no token", r.status_code == 200 and r.json() == {"status": "ok"}, r.text)
+
+    a_pid = None
+    async with http_client() as http, streamable_http_client(server.url, http_client=http) as (read, write, _):
+        async with ClientSession(read, write) as a:
+            await a.initialize()
+            tools = {t.name for t in (await a.list_tools()).tools}
+            want = {"exec_command", "write_stdin", "list_sessions", "kill_session", "apply_patch"}
+            check("sdk: list tools", want <= tools, f"got {sorted(tools)}")
+
+            r, text, s = await call(a, "exec_command", {"cmd": "echo hello"})
+            check("sdk: a command", s.get("exit_code") == 0 and s.get("output") == "hello\n"
+                  and "Process exited with code 0" in text, text)
+
+            r, text, s = await call(a, "exec_command", {
+                "cmd": "echo compiling; sleep 1; echo 'ready on port 4000'; exec sleep 600",
+                "yield_time_ms": 250})
+            sid = s.get("session_id")
+            seen = s.get("output", "")
+            for _ in range(10):
+                r, text, s = await call(a, "write_stdin", {"session_id": sid, "wait_for": "ready on port \\d+",
+                                                           "yield_time_ms": 30000})
+                seen += s.get("output", "")
+                if s.get("state") == "matched":
+                    break
+            check("sdk: a dev server polled by session id with wait_for",
+                  s.get("state") == "matched" and "ready on port 4000" in seen, text)
+
+            r, text, s = await call(a, "exec_command", {
+                "cmd": "read -p 'Name? ' n; echo \"hi $n\"", "tty": True, "yield_time_ms": 20000})
+            pid_ = s.get("session_id")
+            check("sdk: a tty prompt awaits input", s.get("state") == "awaiting_input"
+                  and "Name?" in s.get("output", ""), text)
+            r, text, s = await call(a, "write_stdin", {"session_id": pid_, "chars": "bob\n", "yield_time_ms": 5000})
+            check("sdk: the prompt answered", s.get("exit_code") == 0 and "hi bob" in s.get("output", ""), text)
+
+            patch = "*** Begin Patch\n*** Add File: notes.txt\n+patched\n*** End Patch\n"
+            r, text, s = await call(a, "apply_patch", {"input": patch})
+            try:
+                with open(os.path.join(server.work, "notes.txt")) as f:
+                    content = f.read()
+            except OSError as e:
+                content = f"({e})"
+            check("sdk: a patch", not r.isError and "A notes.txt" in text and content == "patched\n", text)
+
+            r, text, s = await call(a, "list_sessions", {})
+            rows = [row for row in s.get("sessions", []) if row["session_id"] == sid]
+            a_pid = rows[0]["pid"] if rows else None
+            check("sdk: the dev server runs", a_pid is not None and alive(a_pid), text)
+
+            async with http_client() as http_b, \
+                    streamable_http_client(server.url, http_client=http_b) as (read_b, write_b, _):
+                async with ClientSession(read_b, write_b) as b:
+                    await b.initialize()
+                    r, text, s = await call(b, "list_sessions", {})
+                    check("sdk: another client sees none of its sessions", s.get("sessions") == [], text)
+                    r, text, s = await call(b, "kill_session", {"session_id": sid})
+                    check("sdk: nor can it kill one", r.isError and f"no session {sid}" in text, text)
+            check("sdk: the dev server outlived the other client", alive(a_pid))
+    check("sdk: closing the client (DELETE) kills its processes",
+          a_pid is not None and await wait_dead(a_pid, 15), f"pid {a_pid} still runs")
+
+
+async def langchain_checks(server):
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+    from langchain_mcp_adapters.tools import load_mcp_tools
+
+    client = MultiServerMCPClient({"reach": {
+        "transport": "streamable_http", "url": server.url,
+        "headers": {"Authorization": f"Bearer {TOKEN}"}}})
+    async with client.session("reach") as session:
+        tools = await load_mcp_tools(session)
+        names = {t.name for t in tools}
+        check("langchain: the tools load", "exec_command" in names, sorted(names))
+        exec_command = next(t for t in tools if t.name == "exec_command")
+        out = await exec_command.ainvoke({"cmd": "echo from-langchain"})
+        check("langchain: a command", "from-langchain" in str(out), repr(out))
+
+
+async def agents_checks(server):
+    from agents.mcp import MCPServerStreamableHttp
+
+    async with MCPServerStreamableHttp(
+            params={"url": server.url, "headers": {"Authorization": f"Bearer {TOKEN}"}},
+            client_session_timeout_seconds=30) as mcp_server:
+        tools = await mcp_server.list_tools()
+        names = {t.name for t in tools}
+        check("openai-agents: list_tools", "exec_command" in names, sorted(names))
+        result = await mcp_server.call_tool("exec_command", {"cmd": "echo from-agents"})
+        text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+        check("openai-agents: call_tool", not result.isError and "from-agents" in text, text)
+
+
+async def main(binary):
+    server = Server(binary)
+    try:
+        await sdk_checks(server)
+        await langchain_checks(server)
+        await agents_checks(server)
+        # A session left running, for the SIGTERM check.
+        async with http_client() as http, streamable_http_client(
+                server.url, http_client=http, terminate_on_close=False) as (read, write, _):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                r, text, out = await call(s, "exec_command", {
+                    "cmd": "echo $AGENT_REACH_SESSION; setsid sleep 900 & exec sleep 901", "yield_time_ms": 500})
+                tag = out.get("output", "").split("\n")[0]
+                prefix = "AGENT_REACH_SESSION=" + "-".join(tag.split("-")[:2]) + "-"
+        check("a session is left running", len(tagged_pids(prefix)) >= 1, prefix)
+        server.proc.send_signal(signal.SIGTERM)
+        code = server.proc.wait(timeout=20)
+        check("SIGTERM: exit 0", code == 0, code)
+        deadline = time.monotonic() + 10
+        left = tagged_pids(prefix)
+        while left and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            left = tagged_pids(prefix)
+        check("SIGTERM: nothing left running", not left, f"left: {sorted(left)}")
+        path_root = os.path.join(server.home, "ar", "tmp", "path")
+        dirs = os.listdir(path_root) if os.path.isdir(path_root) else []
+        check("SIGTERM: the PATH directory removed", not dirs, f"left: {dirs}")
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.wait()
+
+
+if __name__ == "__main__":
+    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/agent-reach")
+    asyncio.run(main(binary))
+    if FAILURES:
+        print(f"failed checks: {', '.join(FAILURES)}")
+    print(f"mcp-http-clients: {len(PASSED)} passed, {len(FAILURES)} failed")
+    sys.exit(1 if FAILURES else 0)
