@@ -39,6 +39,7 @@ pub mod spawner;
 pub mod spec;
 pub mod state;
 pub mod tail_ring;
+pub mod terminal_wait;
 
 pub use completed::Completed;
 pub use env::{SESSION_VAR, child_env};
