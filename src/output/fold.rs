@@ -81,8 +81,8 @@ pub fn fold(captured: &Captured, budget_bytes: usize) -> Folded {
     };
     let head_newlines = count_newlines(head_shown);
     let tail_newlines = count_newlines(tail_shown);
-    let first = captured.first_line + head_newlines;
-    let tail_line = captured.first_line + captured.lines.saturating_sub(tail_newlines);
+    let first = captured.spill_line(head_newlines);
+    let tail_line = captured.spill_line(captured.lines.saturating_sub(tail_newlines));
     let last = if tail_aligned {
         tail_line.saturating_sub(1)
     } else {
@@ -93,8 +93,9 @@ pub fn fold(captured: &Captured, budget_bytes: usize) -> Folded {
         .last()
         .or(captured.head.last())
         .is_none_or(|&b| b == b'\n');
-    let last_in_file =
-        (captured.first_line + captured.lines).saturating_sub(u64::from(finished_ends_line));
+    let last_in_file = captured
+        .spill_line(captured.lines)
+        .saturating_sub(u64::from(finished_ends_line));
     let range = LeftOut {
         bytes: omitted_bytes,
         first,

@@ -14,6 +14,8 @@ pub mod headtail;
 pub mod line;
 pub mod redact;
 pub mod render;
+pub(crate) mod scan;
+pub(crate) mod screen;
 pub mod spill;
 pub mod terminal;
 
