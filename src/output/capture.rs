@@ -274,8 +274,12 @@ impl StreamCapture {
         if !self.shown_pending.is_empty() {
             // Finished text that a window already showed while it was
             // unfinished is not shown again, unless it was redrawn since.
-            // Passed on, a line loses the blanks it ended with when shown.
-            let shown = trim_blanks(&self.shown_pending);
+            // Passed on, a line may lose the blanks it ended with when shown.
+            let shown = if committed.starts_with(&self.shown_pending) {
+                self.shown_pending.as_slice()
+            } else {
+                trim_blanks(&self.shown_pending)
+            };
             if let Some(rest) = committed.strip_prefix(shown) {
                 for_window = rest;
                 self.shown_pending.clear();

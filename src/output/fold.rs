@@ -295,6 +295,17 @@ mod tests {
     }
 
     #[test]
+    fn lines_an_earlier_window_showed_are_skipped_in_the_count() {
+        // Window lines 0..50 are spill lines 1..50; then 20 spill lines the
+        // model saw before are left out; window line 50 is spill line 71.
+        let mut w = window(&numbered(100));
+        w.skipped_lines = vec![(50, 20)];
+        assert_eq!((w.spill_line(49), w.spill_line(50)), (50, 71));
+        let marker = fold(&w, 90).marker.unwrap();
+        assert!(marker.contains("sed -n '6,115p'"), "{marker}");
+    }
+
+    #[test]
     fn a_huge_single_line_is_cut_on_char_boundaries() {
         let text = "é".repeat(1000);
         let folded = fold(&window(&text), 101);

@@ -18,6 +18,8 @@ pub(crate) mod scan;
 pub(crate) mod screen;
 pub mod spill;
 pub mod terminal;
+#[cfg(test)]
+mod terminal_captures;
 
 pub use capture::{CaptureConfig, Captured, DEFAULT_CAP_BYTES, StreamCapture};
 pub use redact::Redactor;
