@@ -201,3 +201,57 @@ fn a_killed_top_returns_under_4_kb() {
         s.close().await;
     });
 }
+
+#[test]
+fn less_waits_for_input_and_quitting_it_leaves_only_what_came_after() {
+    if !installed("less") {
+        eprintln!("SKIPPED {}: less is not installed", module_path!());
+        return;
+    }
+    run(async {
+        let s = serve().await;
+        let long: String = (1..=300)
+            .map(|i| format!("row {i} of a long file\n"))
+            .collect();
+        std::fs::write(s.env.work().join("long.txt"), long).unwrap();
+        let (v, _) = start(&s, "less long.txt; echo after less").await;
+        assert_eq!(v["state"], "awaiting_input", "{v}");
+        assert!(output(&v).contains("row 1 of a long file"), "{v}");
+        let id = v["session_id"].as_u64().unwrap();
+        let (v, took) = type_in(&s, id, " ", 10000).await;
+        assert_eq!(v["state"], "awaiting_input", "{v}");
+        assert!(took < Duration::from_secs(1), "took {took:?}");
+        assert!(output(&v).contains("row 60 of a long file"), "{v}");
+        let (v, _) = type_in(&s, id, "q", 5000).await;
+        assert_eq!(v["state"], "exited", "{v}");
+        assert_eq!(output(&v).trim(), "after less", "{v}");
+        s.close().await;
+    });
+}
+
+#[test]
+fn man_waits_for_input_in_its_pager() {
+    let has_page = std::process::Command::new("man")
+        .args(["-w", "ls"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !installed("man") || !installed("less") || !has_page {
+        eprintln!(
+            "SKIPPED {}: man, less or the ls page is missing",
+            module_path!()
+        );
+        return;
+    }
+    run(async {
+        let s = serve().await;
+        // PAGER is cat in sessions; a pager asked for by name still runs.
+        let (v, _) = start(&s, "MANPAGER=less man ls").await;
+        assert_eq!(v["state"], "awaiting_input", "{v}");
+        assert!(output(&v).contains("NAME"), "{v}");
+        let id = v["session_id"].as_u64().unwrap();
+        let (v, _) = type_in(&s, id, "q", 5000).await;
+        assert_eq!(v["state"], "exited", "{v}");
+        assert!(!output(&v).contains("NAME"), "man's screen came back: {v}");
+        s.close().await;
+    });
+}
