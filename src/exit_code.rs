@@ -8,6 +8,9 @@
 pub const SUCCESS: i32 = 0;
 /// `apply_patch`: the patch was malformed or did not apply; nothing was changed.
 pub const BAD_PATCH: i32 = 1;
+/// A subcommand did not succeed (a request that failed, a listener that
+/// could not start): the common convention outside `run`.
+pub const FAILURE: i32 = 1;
 /// Bad usage: unknown flag, missing argument (clap's convention too).
 pub const USAGE: i32 = 2;
 /// The command was killed at its command timeout.

@@ -12,8 +12,24 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-/// How much of the filesystem a confined command may write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How much of the filesystem a confined command may write. Parsed at each
+/// edge as this one type: clap (`--sandbox`), serde (JSON and TOML), `FromStr`.
+/// The order is the contract's: each policy is narrower than the next.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    clap::ValueEnum,
+    serde::Deserialize,
+    serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Policy {
     /// Everything readable and executable; no writes except the usual devices.
     ReadOnly,

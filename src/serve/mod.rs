@@ -13,7 +13,13 @@
 //! itself is killed, a watchdog process kills what it started ([`watchdog`]),
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
+pub mod args;
 pub mod lenient;
+#[allow(
+    dead_code,
+    reason = "the shared stack of the protocol listeners, which land one by one"
+)]
+pub(crate) mod listen;
 pub mod orphans;
 pub mod params;
 pub mod procfs;
@@ -32,12 +38,12 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::cli::serve::ServeArgs;
 use crate::cli::session::Session as ProcessSession;
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::registry::Dispatcher;
 use crate::registry::metrics_http;
+use args::ServeArgs;
 use server::{AgentReachServer, ServeConfig};
 
 /// How long the runtime may take to stop once every session is killed.
@@ -67,6 +73,15 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         eprintln!("agent-reach serve: {e}");
         return exit_code::USAGE;
     }
+    // The listeners' auth is settled before anything is served: a listener
+    // other machines can reach needs a token or --no-auth (exit 2).
+    let auth = match listener_auth(&args, &ctx) {
+        Ok(auth) => auth,
+        Err(e) => {
+            eprintln!("agent-reach serve: {e}");
+            return exit_code::USAGE;
+        }
+    };
     let (root, dispatcher) = match args.registry.session_dispatcher(&ctx, &session) {
         Ok(ready) => ready,
         Err(err) => {
@@ -102,16 +117,35 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
-    let code = runtime.block_on(serve(config, args, dispatcher));
+    let code = runtime.block_on(serve(config, args, dispatcher, auth));
     runtime.shutdown_timeout(RUNTIME_STOP);
     drop(session);
     drop(watchdog);
     code
 }
 
-/// Serves on stdio; returns the exit code once every session is killed.
-async fn serve(config: ServeConfig, args: ServeArgs, dispatcher: Arc<Dispatcher>) -> i32 {
-    let server = AgentReachServer::new(config, Some(dispatcher));
+/// The token check of the listeners, and the start-up rule for exposure.
+fn listener_auth(
+    args: &ServeArgs,
+    ctx: &ProcessContext,
+) -> Result<listen::Auth, listen::auth::AuthError> {
+    let env_token = ctx.var(listen::auth::TOKEN_VAR).and_then(|v| v.to_str());
+    let token = listen::auth::load_token(args.token_file.as_deref(), env_token)?;
+    let auth = listen::Auth::new(token);
+    listen::auth::check_exposure(&args.listen, &auth, args.no_auth)?;
+    Ok(auth)
+}
+
+/// Serves on stdio, or on the listeners named; returns the exit code once
+/// every session is killed.
+async fn serve(
+    config: ServeConfig,
+    args: ServeArgs,
+    dispatcher: Arc<Dispatcher>,
+    auth: listen::Auth,
+) -> i32 {
+    let root = config.root.clone();
+    let server = AgentReachServer::new(config, Some(dispatcher.clone()));
     if let Some(addr) = args.metrics_addr {
         match metrics_http::bind_metrics(addr).await {
             Ok(listener) => {
@@ -134,6 +168,43 @@ async fn serve(config: ServeConfig, args: ServeArgs, dispatcher: Arc<Dispatcher>
             return exit_code::INTERNAL;
         }
     };
+    if !args.listen.is_empty() {
+        let shared = listen::Shared {
+            dispatcher,
+            server: server.clone(),
+            auth,
+            root,
+            allowed_hosts: args.allowed_host.clone(),
+            client_idle_timeout: Duration::from_secs(args.client_idle_timeout),
+            max_sessions_per_client: args.max_sessions_per_client,
+            shutdown: tokio_util::sync::CancellationToken::new(),
+        };
+        let shutdown = shared.shutdown.clone();
+        let listeners = listen::serve_all(&args.listen, shared);
+        tokio::pin!(listeners);
+        let ended = tokio::select! {
+            outcome = &mut listeners => Some(outcome),
+            _ = term.recv() => None,
+            _ = int.recv() => None,
+            _ = hup.recv() => None,
+        };
+        // Every listener stops accepting; their sessions are killed below.
+        shutdown.cancel();
+        let code = match ended {
+            Some(Ok(())) => exit_code::SUCCESS,
+            Some(Err(e)) => {
+                eprintln!("agent-reach serve: {e}");
+                exit_code::FAILURE
+            }
+            None => {
+                let _ = tokio::time::timeout(RUNTIME_STOP, listeners).await;
+                exit_code::SUCCESS
+            }
+        };
+        server.shutdown().await;
+        tracing::info!(code, "stopped; every session was killed");
+        return code;
+    }
     let stdio = match transport::take_stdio() {
         Ok(stdio) => stdio,
         Err(e) => {
