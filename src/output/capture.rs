@@ -475,6 +475,39 @@ mod tests {
     }
 
     #[test]
+    fn a_screen_shows_only_changed_rows_and_never_a_row_again_as_it_was_shown() {
+        let mut c = capture(1024);
+        c.push(b"\x1b[H\x1b[2Jrow a   \r\nrow b\r\nrow c");
+        assert_eq!(c.take_window().pending, b"row a\nrow b\nrow c");
+        c.push(b"\x1b[1;1H\x1b[Krow A\x1b[3;1H\x1b[Krow C");
+        assert_eq!(c.take_window().pending, b"row A\nrow C");
+        c.push(b"\x1b[1;1H\x1b[Krow 1\x1b[3;1H\x1b[Krow 3");
+        c.finish();
+        let last = c.take_window();
+        // "row b" was shown as it is: the window skips its spill line.
+        assert_eq!(last.head, b"row 1\nrow 3");
+        assert_eq!((last.first_line, last.skipped_lines), (1, vec![(1, 1)]));
+    }
+
+    #[test]
+    fn leaving_the_alternate_screen_drops_what_was_drawn_there() {
+        let mut c = capture(1024);
+        c.push(b"before\r\n\x1b[?1049h\x1b[H\x1b[2Jeditor screen\r\n~\r\n~");
+        let live = c.take_window();
+        assert_eq!(
+            (live.head.as_slice(), live.pending.as_slice()),
+            (&b"before\n"[..], &b"editor screen\n~\n~"[..])
+        );
+        c.push(b"\x1b[?1049l\rafter\r\n");
+        c.finish();
+        let last = c.take_window();
+        assert_eq!(
+            (last.head.as_slice(), last.pending.as_slice()),
+            (&b"after\n"[..], &b""[..])
+        );
+    }
+
+    #[test]
     fn secrets_never_reach_memory_even_when_split() {
         let mut c = StreamCapture::new(CaptureConfig {
             redactor: Some(Redactor::new(vec![(
