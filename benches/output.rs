@@ -5,6 +5,8 @@
 //! - 200 MB of plain lines through a whole `StreamCapture` (clean-up and the
 //!   1 MiB cap), against the bare head/tail cap and against vte parsing
 //!   alone;
+//! - the interactive captures (REPLs, vim, less, top, git commit in vi):
+//!   cleaned whole and read in session windows, against vte parsing alone;
 //! - the spill file a run creates when the store already holds its maximum
 //!   number of files (with the default scan interval, and scanning the
 //!   directory every time), against a write to an open file.
@@ -92,6 +94,70 @@ fn clean_and_fold(c: &mut Criterion) {
                 }
                 capture.finish();
                 render(&capture.whole(), &RenderOptions::default())
+            })
+        });
+    });
+    group.finish();
+}
+
+/// The interactive captures of issue 16 (REPLs, vim, less, top, git commit
+/// in vi), each through its own cleaner as one session would be.
+const INTERACTIVE_CAPTURES: [&[u8]; 6] = [
+    include_bytes!("../tests/fixtures/output/python3-repl.pty"),
+    include_bytes!("../tests/fixtures/output/node-repl.pty"),
+    include_bytes!("../tests/fixtures/output/vim.pty"),
+    include_bytes!("../tests/fixtures/output/less.pty"),
+    include_bytes!("../tests/fixtures/output/top.pty"),
+    include_bytes!("../tests/fixtures/output/git-commit.pty"),
+];
+
+/// The terminal stage on the interactive captures, the set repeated to
+/// about 1 MiB: cleaning each whole, and a session reading each in windows
+/// (one take per 4 KiB read), against vte parsing alone.
+fn interactive_captures(c: &mut Criterion) {
+    let set: usize = INTERACTIVE_CAPTURES.iter().map(|c| c.len()).sum();
+    let rounds = (1 << 20) / set + 1;
+    let mut group = c.benchmark_group("interactive_captures");
+    group.throughput(Throughput::Bytes((rounds * set) as u64));
+    group.bench_function("baseline_vte_parse_only", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                for _ in 0..rounds {
+                    for capture in INTERACTIVE_CAPTURES {
+                        let mut parser = vte::Parser::new();
+                        for chunk in capture.chunks(PTY_CHUNK) {
+                            parser.advance(&mut Ignore, black_box(chunk));
+                        }
+                    }
+                }
+            })
+        });
+    });
+    group.bench_function("clean", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                for _ in 0..rounds {
+                    for capture in INTERACTIVE_CAPTURES {
+                        black_box(TerminalCleaner::clean(black_box(capture), false));
+                    }
+                }
+            })
+        });
+    });
+    group.bench_function("session_windows", |b| {
+        b.iter_custom(|iters| {
+            cpu_time(iters, || {
+                for _ in 0..rounds {
+                    for capture in INTERACTIVE_CAPTURES {
+                        let mut session = StreamCapture::new(CaptureConfig::default());
+                        for chunk in capture.chunks(PTY_CHUNK) {
+                            session.push(black_box(chunk));
+                            black_box(session.take_window());
+                        }
+                        session.finish();
+                        black_box(session.take_window());
+                    }
+                }
             })
         });
     });
@@ -221,6 +287,7 @@ fn spill_file_per_run(c: &mut Criterion) {
 criterion_group!(
     benches,
     clean_and_fold,
+    interactive_captures,
     plain_lines_through_the_cap,
     spill_file_per_run
 );

@@ -405,12 +405,19 @@ impl Execution {
             .and_then(pty::foreground_pgid)
     }
 
-    /// Whether the foreground process of the PTY is blocked reading the
-    /// terminal: the command waits for input, and its prompt is the end of
-    /// the output. Always false on pipes.
+    /// Whether the foreground process of the PTY waits for the terminal and
+    /// nothing else (a `read` on it, or a `select`/`poll`/`epoll` that
+    /// watches only it): the command waits for input, and its prompt is
+    /// the end of the output. Always false on pipes.
     pub fn awaiting_input(&self) -> bool {
-        self.pty_foreground_pgid()
-            .is_some_and(super::procfs::group_reads_terminal)
+        let Some(master) = &self.shared().pty_master else {
+            return false;
+        };
+        let (Some(pgid), Some(terminal)) = (pty::foreground_pgid(master), pty::slave_name(master))
+        else {
+            return false;
+        };
+        super::terminal_wait::group_waits_for_terminal(pgid, &terminal)
     }
 
     /// Kills the command and everything it started (SIGTERM, grace,

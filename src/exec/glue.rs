@@ -93,13 +93,15 @@ impl Sink {
             // only cost time, so the skim starts after the first NUL.
             if memchr::memchr(0, bytes).is_some() {
                 let so_far = self.capture.whole();
-                self.lines_at_skim = Some((so_far.first_line - 1) + so_far.lines);
+                self.lines_at_skim =
+                    Some((so_far.first_line - 1) + so_far.lines + so_far.skipped_line_count());
             }
             return;
         }
         if self.lines_at_skim.is_none() {
             let so_far = self.capture.whole();
-            self.lines_at_skim = Some((so_far.first_line - 1) + so_far.lines);
+            self.lines_at_skim =
+                Some((so_far.first_line - 1) + so_far.lines + so_far.skipped_line_count());
         }
         self.ring.push(bytes);
     }

@@ -41,6 +41,7 @@ pub mod spec;
 pub mod state;
 pub mod tail_ring;
 pub mod tap;
+pub mod terminal_wait;
 
 pub use completed::Completed;
 pub use env::{SESSION_VAR, child_env};

@@ -177,74 +177,9 @@ pub fn children_of_task(tid: i32) -> Option<Vec<i32>> {
     )
 }
 
-/// Whether a live member of process group `pgrp` is blocked reading a
-/// terminal (a prompt waiting for an answer).
-pub fn group_reads_terminal(pgrp: i32) -> bool {
-    group_members(pgrp).into_iter().any(reads_terminal)
-}
-
-fn reads_terminal(pid: i32) -> bool {
-    let wchan = read_small(format!("/proc/{pid}/wchan")).unwrap_or_default();
-    let syscall = read_small(format!("/proc/{pid}/syscall")).unwrap_or_default();
-    is_terminal_read(&wchan, &syscall, |fd| {
-        fs::read_link(format!("/proc/{pid}/fd/{fd}"))
-            .map(|target| {
-                let target = target.to_string_lossy();
-                target.starts_with("/dev/pts/") || target.starts_with("/dev/tty")
-            })
-            .unwrap_or(false)
-    })
-}
-
-/// Whether a process is blocked reading a terminal, from its kernel wait
-/// channel (`n_tty_read`) or its current system call (`read`/`readv` on an
-/// fd that `is_tty_fd` says is a terminal). Waiting in `poll`/`select` does
-/// not count: a server on a PTY polls its sockets with a terminal on fd 0,
-/// and calling that a prompt would end a `wait_for` before the ready line.
-pub fn is_terminal_read(wchan: &str, syscall: &str, is_tty_fd: impl Fn(u64) -> bool) -> bool {
-    if wchan.trim() == "n_tty_read" {
-        return true;
-    }
-    let mut fields = syscall.split_ascii_whitespace();
-    let number = fields.next().and_then(|n| n.parse::<i64>().ok());
-    let fd = fields
-        .next()
-        .and_then(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).ok());
-    number.is_some_and(|n| n == libc::SYS_read || n == libc::SYS_readv) && fd.is_some_and(is_tty_fd)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn terminal_reads_are_recognised_and_polls_are_not() {
-        let tty = |fd: u64| fd == 0 || fd == 5;
-        let read = libc::SYS_read;
-        assert!(is_terminal_read("n_tty_read\n", "", tty));
-        assert!(is_terminal_read(
-            "wait_woken",
-            &format!("{read} 0x0 0x55d0 0x1 0x0"),
-            tty
-        ));
-        assert!(is_terminal_read(
-            "wait_woken",
-            &format!("{read} 0x5 0x55d0 0x1 0x0"),
-            tty
-        ));
-        assert!(!is_terminal_read(
-            "wait_woken",
-            &format!("{read} 0x3 0x55d0 0x1 0x0"),
-            tty
-        ));
-        let poll = libc::SYS_ppoll;
-        assert!(!is_terminal_read(
-            "do_sys_poll",
-            &format!("{poll} 0x7ffd 0x2 0x0"),
-            tty
-        ));
-        assert!(!is_terminal_read("", "running", tty));
-    }
 
     #[test]
     fn stat_survives_odd_command_names() {

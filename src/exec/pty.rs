@@ -78,6 +78,15 @@ pub fn foreground_pgid(master: &OwnedFd) -> Option<i32> {
     (pgid > 0).then_some(pgid)
 }
 
+/// The path of the slave behind `master` (`/dev/pts/N`), as the command's
+/// descriptors on it show in `/proc/PID/fd`.
+pub fn slave_name(master: &OwnedFd) -> Option<String> {
+    let mut number: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int through the pointer.
+    let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number) };
+    (rc == 0).then(|| format!("/dev/pts/{number}"))
+}
+
 /// Streaming `\r\n` → `\n`: a `\r` at the end of a chunk is held back until
 /// the next chunk says whether a `\n` follows. A lone `\r` (a progress
 /// redraw) is kept for the terminal clean-up to apply.

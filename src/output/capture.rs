@@ -11,8 +11,12 @@
 //! Sessions read a running command's output in windows: [`StreamCapture::take_window`]
 //! returns only what arrived since the last take. The unfinished last line
 //! (a prompt) is shown at once; when it is completed later, only its new
-//! part is shown again, unless it was redrawn.
+//! part is shown again, unless it was redrawn. A program that draws a screen
+//! shows the rows that changed since the last take; a row later passed on
+//! as it was shown is not shown again (the window then skips spill lines,
+//! which it records so that fold markers still name the right ones).
 
+use std::ops::Range;
 use std::path::PathBuf;
 
 use super::headtail::HeadTail;
@@ -81,6 +85,35 @@ pub struct Captured {
     /// Set when the spill file stopped early: only lines up to this number
     /// are complete in it. With the reason.
     pub spill_stopped: Option<(u64, String)>,
+    /// Spill lines the window leaves out because an earlier window showed
+    /// them: (newlines of the window before the gap, lines skipped there).
+    pub skipped_lines: Vec<(u64, u64)>,
+}
+
+impl Captured {
+    /// The spill file line that line `index` (0-based) of the window is.
+    pub fn spill_line(&self, index: u64) -> u64 {
+        let skipped: u64 = self
+            .skipped_lines
+            .iter()
+            .filter(|(at, _)| *at <= index)
+            .map(|(_, lines)| lines)
+            .sum();
+        self.first_line + index + skipped
+    }
+
+    /// Spill lines skipped inside the window, in all.
+    pub fn skipped_line_count(&self) -> u64 {
+        self.skipped_lines.iter().map(|(_, lines)| lines).sum()
+    }
+}
+
+fn trim_blanks(text: &[u8]) -> &[u8] {
+    let end = text
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map_or(0, |last| last + 1);
+    &text[..end]
 }
 
 /// Captures one stream (or the merged streams of a session).
@@ -103,6 +136,10 @@ pub struct StreamCapture {
     total_raw_bytes: u64,
     /// The part of the unfinished line the last window already showed.
     shown_pending: Vec<u8>,
+    /// Gaps of the current window (see [`Captured::skipped_lines`]).
+    window_gaps: Vec<(u64, u64)>,
+    /// Reused buffer for the seen spans of committed text.
+    seen_scratch: Vec<Range<usize>>,
     finished: bool,
 }
 
@@ -123,6 +160,8 @@ impl StreamCapture {
             committed_newlines: 0,
             total_raw_bytes: 0,
             shown_pending: Vec::new(),
+            window_gaps: Vec::new(),
+            seen_scratch: Vec::new(),
             finished: false,
         }
     }
@@ -161,7 +200,7 @@ impl StreamCapture {
         self.drain_committed();
         if let Some(redactor) = &mut self.text_redactor {
             let rest = redactor.finish();
-            self.keep(&rest);
+            self.keep(&rest, &[]);
         }
         self.finished = true;
     }
@@ -172,35 +211,76 @@ impl StreamCapture {
         }
         match &mut self.text_redactor {
             Some(redactor) => {
+                // Redaction changes lengths: seen rows are shown again.
                 let redacted = redactor.push(self.cleaner.committed());
                 self.cleaner.clear_committed();
-                self.keep(&redacted);
+                self.keep(&redacted, &[]);
             }
             None => {
-                let committed = std::mem::take(&mut self.committed_scratch);
-                let mut committed = committed;
+                let mut committed = std::mem::take(&mut self.committed_scratch);
                 committed.clear();
                 committed.extend_from_slice(self.cleaner.committed());
+                let mut seen = std::mem::take(&mut self.seen_scratch);
+                seen.clear();
+                seen.extend_from_slice(self.cleaner.seen());
                 self.cleaner.clear_committed();
-                self.keep(&committed);
+                self.keep(&committed, &seen);
                 self.committed_scratch = committed;
+                self.seen_scratch = seen;
             }
         }
     }
 
-    /// Final text: to the spill file and the window.
-    fn keep(&mut self, committed: &[u8]) {
+    /// Final text: all of it to the spill file, to the window all but the
+    /// `seen` spans (rows an earlier window showed as they are).
+    fn keep(&mut self, committed: &[u8], seen: &[Range<usize>]) {
         if committed.is_empty() {
             return;
         }
         if let Some(spill) = &mut self.spill {
             spill.write(committed);
         }
+        let mut at = 0;
+        for span in seen {
+            self.keep_unseen(&committed[at..span.start]);
+            self.skip(&committed[span.clone()]);
+            at = span.end;
+        }
+        self.keep_unseen(&committed[at..]);
+        self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
+    }
+
+    /// Leaves text out of the window that an earlier one showed.
+    fn skip(&mut self, skipped: &[u8]) {
+        let lines = memchr::memchr_iter(b'\n', skipped).count() as u64;
+        if lines == 0 {
+            return;
+        }
+        if self.window.bytes() == 0 && self.window_gaps.is_empty() {
+            // Skipped text opens this window: the window starts after it.
+            self.window_first_line += lines;
+        } else {
+            self.window_gaps.push((self.window.newlines(), lines));
+        }
+    }
+
+    /// Finished text no screen row stood for: to the window, less the
+    /// part a window showed while it was the unfinished line.
+    fn keep_unseen(&mut self, committed: &[u8]) {
+        if committed.is_empty() {
+            return;
+        }
         let mut for_window = committed;
         if !self.shown_pending.is_empty() {
             // Finished text that a window already showed while it was
             // unfinished is not shown again, unless it was redrawn since.
-            if let Some(rest) = committed.strip_prefix(self.shown_pending.as_slice()) {
+            // Passed on, a line may lose the blanks it ended with when shown.
+            let shown = if committed.starts_with(&self.shown_pending) {
+                self.shown_pending.as_slice()
+            } else {
+                trim_blanks(&self.shown_pending)
+            };
+            if let Some(rest) = committed.strip_prefix(shown) {
                 for_window = rest;
                 self.shown_pending.clear();
             } else if self.shown_pending.starts_with(committed) {
@@ -211,12 +291,9 @@ impl StreamCapture {
             }
         }
         if for_window.len() < committed.len() {
-            // Skipped text opens this window: the window starts after it.
-            let skipped = &committed[..committed.len() - for_window.len()];
-            self.window_first_line += memchr::memchr_iter(b'\n', skipped).count() as u64;
+            self.skip(&committed[..committed.len() - for_window.len()]);
         }
         self.window.push(for_window);
-        self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
     }
 
     /// The unfinished output as the model may see it.
@@ -230,14 +307,25 @@ impl StreamCapture {
 
     /// What arrived since the last take; the next window starts after it.
     pub fn take_window(&mut self) -> Captured {
-        let pending = self.pending();
-        let new_pending = match pending.strip_prefix(self.shown_pending.as_slice()) {
-            Some(rest) => rest.to_vec(),
-            None => pending.clone(),
+        let new_pending = if self.cleaner.is_screen_mode() {
+            // A screen: the rows that changed since the last take.
+            let rows = self.cleaner.take_changed_rows();
+            match &self.text_redactor {
+                Some(redactor) => redactor.redact_bytes(&rows),
+                None => rows,
+            }
+        } else {
+            let pending = self.pending();
+            let new_pending = match pending.strip_prefix(self.shown_pending.as_slice()) {
+                Some(rest) => rest.to_vec(),
+                None => pending.clone(),
+            };
+            self.shown_pending = pending;
+            new_pending
         };
-        self.shown_pending = pending;
         let mut captured = self.snapshot();
         captured.pending = new_pending;
+        captured.skipped_lines = std::mem::take(&mut self.window_gaps);
         self.window = HeadTail::new(self.cap_bytes);
         self.window_raw_bytes = 0;
         self.window_binary = false;
@@ -270,6 +358,7 @@ impl StreamCapture {
                     .stopped_reason()
                     .map(|reason| (spill.written_lines(), reason.to_owned()))
             }),
+            skipped_lines: self.window_gaps.clone(),
         }
     }
 
@@ -376,12 +465,45 @@ mod tests {
         c.push(b"end\n");
         c.finish();
         let last = c.take_window();
-        // "a: 1" and "b: 1" were shown while live: this window starts at
-        // the end of line 4 ("b: 1"); "end" is line 5 of the spill file.
-        assert_eq!(last.first_line, 4);
+        // "a: 1" and "b: 1" were shown while live: this window starts
+        // after them, at "end", line 5 of the spill file.
+        assert_eq!(last.first_line, 5);
         assert_eq!(
             (last.head.as_slice(), last.pending.as_slice()),
-            (&b"\nend\n"[..], &b""[..])
+            (&b"end\n"[..], &b""[..])
+        );
+    }
+
+    #[test]
+    fn a_screen_shows_only_changed_rows_and_never_a_row_again_as_it_was_shown() {
+        let mut c = capture(1024);
+        c.push(b"\x1b[H\x1b[2Jrow a   \r\nrow b\r\nrow c");
+        assert_eq!(c.take_window().pending, b"row a\nrow b\nrow c");
+        c.push(b"\x1b[1;1H\x1b[Krow A\x1b[3;1H\x1b[Krow C");
+        assert_eq!(c.take_window().pending, b"row A\nrow C");
+        c.push(b"\x1b[1;1H\x1b[Krow 1\x1b[3;1H\x1b[Krow 3");
+        c.finish();
+        let last = c.take_window();
+        // "row b" was shown as it is: the window skips its spill line.
+        assert_eq!(last.head, b"row 1\nrow 3");
+        assert_eq!((last.first_line, last.skipped_lines), (1, vec![(1, 1)]));
+    }
+
+    #[test]
+    fn leaving_the_alternate_screen_drops_what_was_drawn_there() {
+        let mut c = capture(1024);
+        c.push(b"before\r\n\x1b[?1049h\x1b[H\x1b[2Jeditor screen\r\n~\r\n~");
+        let live = c.take_window();
+        assert_eq!(
+            (live.head.as_slice(), live.pending.as_slice()),
+            (&b"before\n"[..], &b"editor screen\n~\n~"[..])
+        );
+        c.push(b"\x1b[?1049l\rafter\r\n");
+        c.finish();
+        let last = c.take_window();
+        assert_eq!(
+            (last.head.as_slice(), last.pending.as_slice()),
+            (&b"after\n"[..], &b""[..])
         );
     }
 

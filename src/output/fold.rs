@@ -81,8 +81,8 @@ pub fn fold(captured: &Captured, budget_bytes: usize) -> Folded {
     };
     let head_newlines = count_newlines(head_shown);
     let tail_newlines = count_newlines(tail_shown);
-    let first = captured.first_line + head_newlines;
-    let tail_line = captured.first_line + captured.lines.saturating_sub(tail_newlines);
+    let first = captured.spill_line(head_newlines);
+    let tail_line = captured.spill_line(captured.lines.saturating_sub(tail_newlines));
     let last = if tail_aligned {
         tail_line.saturating_sub(1)
     } else {
@@ -93,8 +93,9 @@ pub fn fold(captured: &Captured, budget_bytes: usize) -> Folded {
         .last()
         .or(captured.head.last())
         .is_none_or(|&b| b == b'\n');
-    let last_in_file =
-        (captured.first_line + captured.lines).saturating_sub(u64::from(finished_ends_line));
+    let last_in_file = captured
+        .spill_line(captured.lines)
+        .saturating_sub(u64::from(finished_ends_line));
     let range = LeftOut {
         bytes: omitted_bytes,
         first,
@@ -291,6 +292,17 @@ mod tests {
         w.first_line = 1001;
         let marker = fold(&w, 90).marker.unwrap();
         assert!(marker.contains("sed -n '1006,1095p'"), "{marker}");
+    }
+
+    #[test]
+    fn lines_an_earlier_window_showed_are_skipped_in_the_count() {
+        // Window lines 0..50 are spill lines 1..50; then 20 spill lines the
+        // model saw before are left out; window line 50 is spill line 71.
+        let mut w = window(&numbered(100));
+        w.skipped_lines = vec![(50, 20)];
+        assert_eq!((w.spill_line(49), w.spill_line(50)), (50, 71));
+        let marker = fold(&w, 90).marker.unwrap();
+        assert!(marker.contains("sed -n '6,115p'"), "{marker}");
     }
 
     #[test]

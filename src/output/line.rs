@@ -4,7 +4,12 @@
 //! that it can be folded into one line (`Building 40% → 60% → Done`).
 //!
 //! The text is built from whole characters, so it is always valid UTF-8;
-//! with colour kept, SGR sequences sit in it as zero-width runs.
+//! with colour kept, SGR sequences sit in it as zero-width runs. Blanks at
+//! the end of a line (programs pad rows with them) are not part of what it
+//! shows or passes on.
+//!
+//! A row of a full screen does not fold its redraws (it is what is on it
+//! now), and remembers what a reader was last shown of it.
 
 use std::collections::VecDeque;
 
@@ -37,6 +42,10 @@ pub struct ScreenLine {
     /// A row the cursor moved back up into whose text was already passed
     /// on: it only counts again once something is drawn on it.
     phantom: bool,
+    /// A line of its own, not a row of a screen: its redraws are folded.
+    folds: bool,
+    /// A hash of the text a reader was last shown of this row.
+    shown: Option<u64>,
 }
 
 /// Earlier states of a redrawn line: the first, the latest few, and how
@@ -85,6 +94,15 @@ impl ScreenLine {
     pub fn new(keep_color: bool) -> Self {
         Self {
             keep_color,
+            folds: true,
+            ..Self::default()
+        }
+    }
+
+    /// A row of a full screen: redraws replace it, without a history.
+    pub fn screen_row(keep_color: bool) -> Self {
+        Self {
+            keep_color,
             ..Self::default()
         }
     }
@@ -97,6 +115,50 @@ impl ScreenLine {
             phantom: true,
             ..Self::default()
         }
+    }
+
+    /// The line became a row of a full screen: its redraws stop folding,
+    /// and those so far are forgotten.
+    pub fn stop_folding(&mut self) {
+        self.folds = false;
+        self.history.clear();
+    }
+
+    /// The line as a reader sees it: without the blanks at its end, except
+    /// those before the cursor (a prompt's `>>> `).
+    pub fn visible(&self) -> &[u8] {
+        let end = trim_trailing_blanks(&self.text).len().max(self.cursor);
+        &self.text[..end.min(self.text.len())]
+    }
+
+    /// [`Self::trimmed`], or nothing for a phantom row.
+    pub fn trimmed_if_live(&self) -> Option<&[u8]> {
+        (!self.is_phantom()).then(|| self.trimmed())
+    }
+
+    /// The line without the blanks at its end (a row the cursor left).
+    pub fn trimmed(&self) -> &[u8] {
+        trim_trailing_blanks(&self.text)
+    }
+
+    fn visible_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.trimmed().hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// Remembers the row as shown; true when it changed since it last was.
+    pub fn mark_shown(&mut self) -> bool {
+        let hash = Some(self.visible_hash());
+        let changed = self.shown != hash;
+        self.shown = hash;
+        changed
+    }
+
+    /// True when a reader was shown the row as it stands now.
+    pub fn is_shown(&self) -> bool {
+        self.shown.is_some() && self.shown == Some(self.visible_hash())
     }
 
     /// True for a row that was already passed on and not drawn on since.
@@ -124,7 +186,9 @@ impl ScreenLine {
     pub fn print_str(&mut self, text: &str) {
         if self.redraw_pending && !text.is_empty() {
             self.redraw_pending = false;
-            self.history.record(&self.text);
+            if self.folds {
+                self.history.record(&self.text);
+            }
         }
         let overlap = (self.text.len() - self.cursor).min(text.len());
         if self.cursor == self.text.len() {
@@ -154,7 +218,9 @@ impl ScreenLine {
         self.phantom = false;
         if self.redraw_pending {
             self.redraw_pending = false;
-            self.history.record(&self.text);
+            if self.folds {
+                self.history.record(&self.text);
+            }
         }
         if self.cursor == self.text.len() {
             push_char(&mut self.text, c);
@@ -274,7 +340,7 @@ impl ScreenLine {
     /// fresh line.
     pub fn commit(&mut self, out: &mut Vec<u8>, newline: bool) {
         if self.history.is_empty() {
-            out.extend_from_slice(&self.text);
+            out.extend_from_slice(trim_trailing_blanks(&self.text));
         } else {
             self.history.record(&self.text);
             self.write_folded(out);
@@ -286,6 +352,7 @@ impl ScreenLine {
         self.history.clear();
         self.cursor = 0;
         self.redraw_pending = false;
+        self.shown = None;
     }
 
     fn discard(&mut self) {

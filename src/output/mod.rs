@@ -14,8 +14,12 @@ pub mod headtail;
 pub mod line;
 pub mod redact;
 pub mod render;
+pub(crate) mod scan;
+pub(crate) mod screen;
 pub mod spill;
 pub mod terminal;
+#[cfg(test)]
+mod terminal_captures;
 
 pub use capture::{CaptureConfig, Captured, DEFAULT_CAP_BYTES, StreamCapture};
 pub use redact::Redactor;

@@ -2,7 +2,7 @@
 //! while it runs, and the smart wait that every call on it goes through.
 //!
 //! A wait ends at the first of: the command exits, `wait_for` matches new
-//! output, the foreground process of its PTY blocks reading the terminal
+//! output, the foreground process of its PTY waits for the terminal alone
 //! after a quiet period (a prompt), the yield runs out, or the client cancels
 //! the call. It never kills anything: the command timeout lives in the
 //! engine and is a separate parameter.
@@ -19,7 +19,7 @@ use super::table::Prunable;
 use crate::exec::{Execution, ExitInfo, WaitEnd};
 use crate::exit_code;
 
-/// How long a PTY must stay quiet before a blocked terminal read counts as
+/// How long a PTY must stay quiet before a wait for the terminal counts as
 /// a prompt waiting for an answer.
 pub const PROMPT_QUIET: Duration = Duration::from_millis(300);
 /// How often a wait looks at `/proc` and sends progress.

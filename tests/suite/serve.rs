@@ -19,6 +19,8 @@ use tokio::process::Command;
 
 use crate::common::{TestEnv, bin};
 
+mod tty;
+
 /// The longest any single test may take.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
 
