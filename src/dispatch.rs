@@ -22,6 +22,8 @@ pub enum Personality {
     Sandbox,
     /// Run one command through the exec engine (`agent-reach run`).
     Exec,
+    /// The SWE-ReX remote runtime server (`serve --listen swerex=...`).
+    SwerexRemote,
     /// The normal command-line interface.
     Cli,
 }
@@ -34,6 +36,10 @@ pub const PERSONALITY_NAMES: &[(&str, Personality)] = &[
     ("agent-reach-sandbox", Personality::Sandbox),
     ("agent-reach-exec", Personality::Exec),
 ];
+
+/// Names of personalities that serve others and have no link in the
+/// session PATH directory (installed as aliases: `install.sh --with-aliases`).
+pub const SERVICE_NAMES: &[(&str, Personality)] = &[("swerex-remote", Personality::SwerexRemote)];
 
 /// The hidden first argument that selects a personality by name.
 pub const RUN_AS_PREFIX: &str = "--agent-reach-run-as=";
@@ -56,6 +62,7 @@ pub fn personality_for_argv0(argv0: &OsStr) -> Personality {
 pub fn personality_for_name(name: &str) -> Option<Personality> {
     PERSONALITY_NAMES
         .iter()
+        .chain(SERVICE_NAMES)
         .find(|(known, _)| *known == name)
         .map(|(_, personality)| *personality)
 }
@@ -72,7 +79,7 @@ fn strip_exe_suffix(name: &str) -> &str {
 /// A start that names a personality that does not exist.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown personality {name:?} in {RUN_AS_PREFIX}{name}; known: apply_patch, applypatch, agent-reach-sandbox, agent-reach-exec, agent-reach"
+    "unknown personality {name:?} in {RUN_AS_PREFIX}{name}; known: apply_patch, applypatch, agent-reach-sandbox, agent-reach-exec, swerex-remote, agent-reach"
 )]
 pub struct UnknownPersonality {
     /// The name given after `--agent-reach-run-as=`.
@@ -183,6 +190,7 @@ pub fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
         Personality::ApplyPatch => crate::apply_patch::cli::main(&ctx),
         Personality::Sandbox => crate::sandbox::cli::main(&ctx),
         Personality::Exec => crate::cli::run::exec_personality(ctx),
+        Personality::SwerexRemote => crate::serve::swerex::personality::main(ctx),
         Personality::Cli => crate::cli::main(ctx),
     }
 }
@@ -197,7 +205,7 @@ mod tests {
 
     #[test]
     fn table_names_select_their_personality() {
-        for (name, personality) in PERSONALITY_NAMES {
+        for (name, personality) in PERSONALITY_NAMES.iter().chain(SERVICE_NAMES) {
             assert_eq!(personality_for_argv0(OsStr::new(name)), *personality);
             let with_dir = format!("/some/dir/{name}");
             assert_eq!(personality_for_argv0(OsStr::new(&with_dir)), *personality);

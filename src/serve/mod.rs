@@ -27,6 +27,7 @@ pub mod registry_tools;
 pub mod reply;
 pub mod server;
 pub mod session;
+pub(crate) mod swerex;
 pub mod table;
 pub mod tools;
 pub mod transport;

@@ -129,11 +129,11 @@ async fn serve_one(
     shared: Shared,
 ) -> Result<(), String> {
     match protocol {
+        Protocol::Swerex => super::swerex::serve(listener, shared).await,
         Protocol::Mcp
         | Protocol::SandboxdGrpc
         | Protocol::SandboxdRest
-        | Protocol::PythonRuntime
-        | Protocol::Swerex => {
+        | Protocol::PythonRuntime => {
             drop((listener, shared));
             Err(format!("the {protocol} listener is not built yet"))
         }
