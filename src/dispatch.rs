@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::context::{DEPTH_VAR, ProcessContext};
 use crate::exit_code;
-pub use crate::personality::{PERSONALITY_NAMES, Personality, RUN_AS_PREFIX};
+pub use crate::personality::{PERSONALITY_NAMES, Personality, RUN_AS_PREFIX, SERVICE_NAMES};
 
 /// How many agent-reach personalities may be nested in one process tree
 /// before a start is refused as a re-exec loop. Real use nests a handful
@@ -32,6 +32,7 @@ pub fn personality_for_argv0(argv0: &OsStr) -> Personality {
 pub fn personality_for_name(name: &str) -> Option<Personality> {
     PERSONALITY_NAMES
         .iter()
+        .chain(SERVICE_NAMES)
         .find(|(known, _)| *known == name)
         .map(|(_, personality)| *personality)
 }
@@ -48,7 +49,7 @@ fn strip_exe_suffix(name: &str) -> &str {
 /// A start that names a personality that does not exist.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown personality {name:?} in {RUN_AS_PREFIX}{name}; known: apply_patch, applypatch, agent-reach-sandbox, agent-reach-exec, agent-reach"
+    "unknown personality {name:?} in {RUN_AS_PREFIX}{name}; known: apply_patch, applypatch, agent-reach-sandbox, agent-reach-exec, swerex-remote, agent-reach"
 )]
 pub struct UnknownPersonality {
     /// The name given after `--agent-reach-run-as=`.
@@ -126,6 +127,7 @@ pub fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
         Personality::ApplyPatch => crate::apply_patch::cli::main(&ctx),
         Personality::Sandbox => crate::sandbox::cli::main(&ctx),
         Personality::Exec => crate::cli::run::exec_personality(ctx),
+        Personality::SwerexRemote => crate::serve::swerex::personality::main(ctx),
         Personality::Cli => crate::cli::main(ctx),
     }
 }
@@ -140,7 +142,7 @@ mod tests {
 
     #[test]
     fn table_names_select_their_personality() {
-        for (name, personality) in PERSONALITY_NAMES {
+        for (name, personality) in PERSONALITY_NAMES.iter().chain(SERVICE_NAMES) {
             assert_eq!(personality_for_argv0(OsStr::new(name)), *personality);
             let with_dir = format!("/some/dir/{name}");
             assert_eq!(personality_for_argv0(OsStr::new(&with_dir)), *personality);

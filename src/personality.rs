@@ -10,6 +10,8 @@ pub enum Personality {
     Sandbox,
     /// Run one command through the exec engine (`agent-reach run`).
     Exec,
+    /// The SWE-ReX remote runtime server (`serve --listen swerex=...`).
+    SwerexRemote,
     /// The normal command-line interface.
     Cli,
 }
@@ -22,6 +24,10 @@ pub const PERSONALITY_NAMES: &[(&str, Personality)] = &[
     ("agent-reach-sandbox", Personality::Sandbox),
     ("agent-reach-exec", Personality::Exec),
 ];
+
+/// Names of personalities that serve others and have no link in the
+/// session PATH directory (installed as aliases: `install.sh --with-aliases`).
+pub const SERVICE_NAMES: &[(&str, Personality)] = &[("swerex-remote", Personality::SwerexRemote)];
 
 /// The hidden first argument that selects a personality by name.
 pub const RUN_AS_PREFIX: &str = "--agent-reach-run-as=";

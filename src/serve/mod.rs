@@ -31,6 +31,7 @@ pub mod reply;
 pub mod sandboxd_grpc;
 pub mod server;
 pub mod session;
+pub(crate) mod swerex;
 pub mod table;
 pub mod tools;
 pub mod transport;

@@ -167,6 +167,11 @@ impl AgentReachServer {
         }
     }
 
+    /// What the server was started with (the listeners spawn with it too).
+    pub(crate) fn config(&self) -> &ServeConfig {
+        &self.inner.config
+    }
+
     fn table(&self) -> MutexGuard<'_, SessionTable<Session>> {
         // A panic while holding the lock leaves consistent data behind: the
         // table's operations do not unwind half-way.

@@ -39,6 +39,9 @@ impl fmt::Display for ClientId {
     }
 }
 
+/// Sessions pruned to make room, for the caller to kill.
+pub type Pruned<S> = Vec<(u64, Arc<S>)>;
+
 /// What the table needs to know about a session to prune it.
 pub trait Prunable {
     /// The process is gone (its output may not have been taken yet).
@@ -118,7 +121,7 @@ impl<S: Prunable> SessionTable<S> {
         owner: ClientId,
         session: Arc<S>,
         owner_max: usize,
-    ) -> Result<(u64, Vec<(u64, Arc<S>)>), TableFull> {
+    ) -> Result<(u64, Pruned<S>), TableFull> {
         let owner_max = owner_max.max(1);
         if self.live.len() >= self.max && self.count_of(owner) == 0 {
             return Err(TableFull { max: self.max });

@@ -131,7 +131,8 @@ async fn serve_one(
     match protocol {
         Protocol::SandboxdGrpc => super::sandboxd_grpc::serve(listener, shared).await,
         Protocol::Mcp => super::mcp_http::serve(listener, shared).await,
-        Protocol::SandboxdRest | Protocol::PythonRuntime | Protocol::Swerex => {
+        Protocol::Swerex => super::swerex::serve(listener, shared).await,
+        Protocol::SandboxdRest | Protocol::PythonRuntime => {
             drop((listener, shared));
             Err(format!("the {protocol} listener is not built yet"))
         }
