@@ -23,14 +23,17 @@ pub(crate) mod listen;
 pub mod orphans;
 pub mod params;
 pub mod procfs;
+pub(crate) mod python_runtime;
 pub mod registry_tools;
 pub mod reply;
+pub(crate) mod sandboxd_rest;
 pub mod server;
 pub mod session;
 pub mod table;
 pub mod tools;
 pub mod transport;
 pub mod watchdog;
+pub(crate) mod workspace;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -157,6 +157,11 @@ impl AgentReachServer {
         self.update_sessions_gauge();
     }
 
+    /// The server's environment (what `serve` started with).
+    pub(crate) fn env(&self) -> &BTreeMap<OsString, OsString> {
+        &self.inner.config.env
+    }
+
     /// The number of live sessions.
     pub fn live_sessions(&self) -> usize {
         self.table().live().len()

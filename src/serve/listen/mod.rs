@@ -129,11 +129,9 @@ async fn serve_one(
     shared: Shared,
 ) -> Result<(), String> {
     match protocol {
-        Protocol::Mcp
-        | Protocol::SandboxdGrpc
-        | Protocol::SandboxdRest
-        | Protocol::PythonRuntime
-        | Protocol::Swerex => {
+        Protocol::SandboxdRest => super::sandboxd_rest::serve(listener, shared).await,
+        Protocol::PythonRuntime => super::python_runtime::serve(listener, shared).await,
+        Protocol::Mcp | Protocol::SandboxdGrpc | Protocol::Swerex => {
             drop((listener, shared));
             Err(format!("the {protocol} listener is not built yet"))
         }
