@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 /// The environment variable that counts how deeply agent-reach personalities
 /// have re-executed themselves (see [`crate::dispatch`]).
 pub const DEPTH_VAR: &str = "AGENT_REACH_DEPTH";
+/// Disables the per-execution cgroup (the `/proc` session-tag fallback is
+/// used instead); for testing the fallback and for machines where creating
+/// cgroups is unwanted.
+pub const NO_CGROUP_VAR: &str = "AGENT_REACH_NO_CGROUP";
 /// The environment variable naming agent-reach's state directory.
 pub const HOME_VAR: &str = "AGENT_REACH_HOME";
 
@@ -64,6 +68,13 @@ impl ProcessContext {
             exe,
             depth: 0,
         }
+    }
+
+    /// Commands get a cgroup of their own unless `AGENT_REACH_NO_CGROUP` is
+    /// set (to anything but empty or `0`).
+    pub fn cgroups_wanted(&self) -> bool {
+        self.var(NO_CGROUP_VAR)
+            .is_none_or(|v| v.is_empty() || v == "0")
     }
 
     /// One environment variable, if set.

@@ -106,48 +106,15 @@ pub fn choose(mut argv: Vec<OsString>) -> Result<(Personality, Vec<OsString>), U
     }
 }
 
-/// The process entry point: choose, capture the context, run, exit.
+/// The process entry point: choose, capture the context, run, exit. Rust's
+/// own start-up has ignored SIGPIPE (a write to a closed pipe is an `EPIPE`
+/// we handle) and opened any closed standard descriptor on `/dev/null`.
 pub fn process_main() -> i32 {
-    prepare_process();
-    // As under Rust's start-up, a panic unwinds (every guard's drop runs:
-    // commands killed, directories removed) instead of aborting at the C
-    // boundary with nothing cleaned up; it is agent-reach failing, 125.
+    // A panic unwinds (every guard's drop runs: commands killed,
+    // directories removed); it is agent-reach failing, 125.
     let code = std::panic::catch_unwind(main).unwrap_or(exit_code::INTERNAL);
-    // Rust's runtime would flush stdout at exit; ours is the C one.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     code
-}
-
-/// Elsewhere Rust's start-up still runs and does this itself.
-#[cfg(not(unix))]
-fn prepare_process() {}
-
-/// What Rust's start-up did for us and the C entry point does not: SIGPIPE
-/// ignored, so a write to a closed pipe is an `EPIPE` we handle (exit 0)
-/// rather than a silent death; and the three standard descriptors open, so
-/// no file we open later becomes a stdout that a child or a print writes to.
-#[cfg(unix)]
-fn prepare_process() {
-    // SAFETY: setting a signal's disposition to SIG_IGN before any thread
-    // exists; poll and open take plain arguments and our own buffer.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        let mut fds = [0, 1, 2].map(|fd| libc::pollfd {
-            fd,
-            events: 0,
-            revents: 0,
-        });
-        if libc::poll(fds.as_mut_ptr(), 3, 0) < 0 {
-            return;
-        }
-        for fd in fds.iter().filter(|fd| fd.revents & libc::POLLNVAL != 0) {
-            // The lowest free descriptor: the closed standard one.
-            let opened = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-            if opened >= 0 && opened != fd.fd {
-                libc::close(opened);
-            }
-        }
-    }
 }
 
 /// Dispatch: picks the personality and runs it to its exit code.

@@ -13,6 +13,7 @@ pub mod exit_code;
 pub mod logging;
 pub mod output;
 pub mod path_guard;
+pub mod plan;
 pub mod registry;
 pub mod result;
 pub mod sandbox;

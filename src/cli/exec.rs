@@ -17,7 +17,7 @@ use crate::cli::registry_args::RegistryArgs;
 use crate::cli::session::Session;
 use crate::context::ProcessContext;
 use crate::exit_code;
-use crate::registry::Dispatcher;
+use crate::plan::Dispatcher;
 use crate::result::{NormalizedResult, Status};
 
 /// `exec` arguments.
@@ -47,7 +47,7 @@ pub fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
         }
     };
     init_logging(&ctx);
-    let (_root, dispatcher) = match args.registry.session_dispatcher(&ctx, &session) {
+    let (_root, dispatcher) = match args.registry.session_dispatcher(&ctx, &session, None) {
         Ok(ready) => ready,
         Err(err) => {
             eprintln!("agent-reach: {err}");

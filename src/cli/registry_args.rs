@@ -8,7 +8,8 @@ use std::sync::Arc;
 use crate::cli::session::Session;
 use crate::context::ProcessContext;
 use crate::exit_code;
-use crate::registry::{Dispatcher, DispatcherConfig, Registry, RegistryError};
+use crate::plan::{Dispatcher, DispatcherConfig};
+use crate::registry::{Registry, RegistryError};
 
 /// `--config`, `--profile`, `--root`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -62,7 +63,7 @@ pub enum RegistrySetupError {
     Registry(#[from] RegistryError),
     /// The dispatcher could not be built from it.
     #[error(transparent)]
-    Dispatcher(#[from] crate::registry::dispatcher::DispatcherError),
+    Dispatcher(#[from] crate::plan::dispatcher::DispatcherError),
 }
 
 impl RegistrySetupError {
@@ -85,14 +86,17 @@ impl RegistryArgs {
         &self,
         ctx: &ProcessContext,
         session: &Session,
+        sandbox_override: Option<crate::sandbox::Policy>,
     ) -> Result<(PathBuf, Arc<Dispatcher>), RegistrySetupError> {
         let root = self.project_root(ctx).map_err(RegistrySetupError::Root)?;
         let registry = self.load(&root)?;
-        let config = DispatcherConfig::for_session(
+        let mut config = DispatcherConfig::for_session(
             ctx.env.clone(),
             ctx.agent_reach_home(),
-            session.sandbox_link(),
+            session.path_dir(),
+            ctx.cgroups_wanted(),
         );
+        config.sandbox_override = sandbox_override;
         let dispatcher = Dispatcher::new(registry, config)?;
         Ok((root, Arc::new(dispatcher)))
     }

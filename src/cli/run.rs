@@ -11,23 +11,26 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use clap::Parser;
 
 use super::session::Session;
 use crate::context::ProcessContext;
 use crate::exec::interrupt::InterruptGuard;
-use crate::exec::{self, Completed, ExecError, Execution, RenderOptions, SpawnSpec};
+use crate::exec::{self, Completed, ExecError, Execution};
 use crate::exit_code;
+use crate::plan::{
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_TOKENS, Door, Plan, Planner, PlannerConfig,
+    Rejection, Request,
+};
 use crate::result::{NormalizedResult, Status};
-use crate::sandbox::{Policy, SandboxSpec};
+use crate::sandbox::Policy;
 
 /// `run` arguments, as the contract fixes them.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124); 0 = never.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = DEFAULT_COMMAND_TIMEOUT.as_millis() as u64)]
     pub timeout_ms: u64,
     /// Working directory of the command.
     #[arg(long)]
@@ -36,11 +39,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub tty: bool,
     /// Fold the output to about this many tokens (4 bytes each).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = DEFAULT_MAX_OUTPUT_TOKENS)]
     pub max_output_tokens: usize,
     /// Confine the command: read-only, workspace-write or danger-full-access.
-    #[arg(long)]
-    pub sandbox: Option<String>,
+    #[arg(long, value_name = "POLICY")]
+    pub sandbox: Option<Policy>,
     /// Print the normalized result as JSON instead of the text form.
     #[arg(long)]
     pub json: bool,
@@ -63,11 +66,6 @@ pub struct RunCli {
     #[command(flatten)]
     pub run: RunArgs,
 }
-
-/// Disables the per-execution cgroup (the `/proc` session-tag fallback is
-/// used instead); for testing the fallback and for machines where creating
-/// cgroups is unwanted.
-pub const NO_CGROUP_VAR: &str = "AGENT_REACH_NO_CGROUP";
 
 /// `agent-reach run ...`.
 pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
@@ -106,16 +104,10 @@ pub fn exec_personality(ctx: ProcessContext) -> i32 {
 pub enum RunSetupError {
     #[error("--env needs NAME or NAME=VALUE, got {given:?}")]
     BadEnv { given: String },
-    #[error("{0}")]
-    Sandbox(#[from] crate::sandbox::UnknownName),
     #[error("the current working directory cannot be used: {0}")]
     Cwd(std::io::Error),
-    #[error("cannot create the sandbox report directory under {}: {source}", path.display())]
-    ReportDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{0}")]
+    Plan(Rejection),
     #[error("cannot block SIGINT, SIGTERM and SIGHUP to watch for them: {0}")]
     Signals(std::io::Error),
 }
@@ -145,58 +137,30 @@ pub fn parse_env_flags(flags: &[String]) -> Result<EnvFlags, RunSetupError> {
     Ok((pass, set))
 }
 
-/// Everything `run` decided before starting: the spec and the RAII holders
-/// that must live as long as the command.
-struct Prepared {
-    spec: SpawnSpec,
-    _report_dir: Option<tempfile::TempDir>,
-}
-
-fn prepare(
-    args: &RunArgs,
-    ctx: &ProcessContext,
-    session: &Session,
-) -> Result<Prepared, RunSetupError> {
+/// `run`'s request, planned like every other door's (the local user's
+/// policy: raw commands, its own `--sandbox`).
+fn prepare(args: &RunArgs, ctx: &ProcessContext, session: &Session) -> Result<Plan, RunSetupError> {
     let (pass, set) = parse_env_flags(&args.env)?;
     let base = ctx.cwd().map_err(RunSetupError::Cwd)?;
-    let cwd = resolve_workdir(base, args.workdir.as_deref());
-    let home = ctx.agent_reach_home();
-    let tag = exec::new_session_tag();
-    let env = exec::child_env(&ctx.env, &pass, &set, args.tty, &tag);
-    let mut spec = SpawnSpec::new(args.command.clone(), cwd.clone(), env, home.clone());
-    spec.session_tag = tag;
-    spec.tty = args.tty;
-    spec.timeout = (args.timeout_ms > 0).then(|| Duration::from_millis(args.timeout_ms));
-    spec.use_cgroup = ctx
-        .var(NO_CGROUP_VAR)
-        .is_none_or(|v| v.is_empty() || v == "0");
-    let mut report_dir = None;
-    if let Some(name) = &args.sandbox {
-        let policy: Policy = name.parse()?;
-        let parent = home.join("tmp");
-        let dir = std::fs::create_dir_all(&parent)
-            .and_then(|()| {
-                tempfile::Builder::new()
-                    .prefix("sandbox-report")
-                    .tempdir_in(&parent)
-            })
-            .map_err(|source| RunSetupError::ReportDir {
-                path: parent.clone(),
-                source,
-            })?;
-        let report = dir.path().join("report.json");
-        let sandbox = SandboxSpec {
-            policy,
-            ..SandboxSpec::default()
-        };
-        spec.wrapper = sandbox.wrapper_argv(&session.sandbox_link(), &cwd, Some(&report));
-        spec.attestation_file = Some(report);
-        report_dir = Some(dir);
-    }
-    Ok(Prepared {
-        spec,
-        _report_dir: report_dir,
-    })
+    let config = PlannerConfig {
+        env: ctx.env.clone(),
+        home: ctx.agent_reach_home(),
+        sandbox_prefix: vec![session.sandbox_link().into_os_string()],
+        apply_patch_prefix: Vec::new(),
+        use_cgroup: ctx.cgroups_wanted(),
+    };
+    let planner = Planner::for_run(config, base.to_path_buf());
+    let mut request = Request::command(args.command.clone());
+    request.workdir = args.workdir.clone();
+    request.tty = Some(args.tty);
+    request.timeout_ms = Some(args.timeout_ms);
+    request.max_output_tokens = Some(args.max_output_tokens);
+    request.pass_env = pass;
+    request.env = set;
+    request.sandbox = args.sandbox;
+    planner
+        .plan(&request, Door::Run)
+        .map_err(RunSetupError::Plan)
 }
 
 fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
@@ -209,17 +173,19 @@ fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
         Ok(guard) => guard,
         Err(err) => return report_setup_error(args, &RunSetupError::Signals(err).to_string()),
     };
-    let opts = RenderOptions {
-        max_output_tokens: args.max_output_tokens,
-        keep_color: false,
-    };
+    let Plan {
+        spec,
+        render: opts,
+        report,
+        ..
+    } = prepared;
     let outcome = interrupts
         .watch_fd()
         .map_err(|source| ExecError::Watch {
             program: args.command.first().cloned().unwrap_or_default(),
             source,
         })
-        .and_then(|fd| Execution::spawn_inline(prepared.spec, Some(fd)))
+        .and_then(|fd| Execution::spawn_inline(spec, Some(fd)))
         .map(|(execution, pump)| {
             // Reads here until the exit; a signal, the timeout or output
             // left open after the exit start the kill from inside.
@@ -233,7 +199,7 @@ fn run(args: &RunArgs, ctx: &ProcessContext, session: Session) -> i32 {
         });
     let code = print_outcome(args, outcome, args.timeout_ms);
     drop(session);
-    drop(prepared._report_dir);
+    drop(report);
     // Last: restoring the mask delivers a signal that is still pending.
     drop(interrupts);
     code

@@ -185,7 +185,7 @@ fn show(tool: &ToolSpec, availability: &Availability) -> String {
             "cache_ttl",
             tool.cache_ttl.map(|d| format!("{} s", d.as_secs_f64())),
         ),
-        ("sandbox", tool.sandbox.clone()),
+        ("sandbox", tool.sandbox.map(|p| p.to_string())),
         ("env", (!tool.env.is_empty()).then(|| tool.env.join(", "))),
         (
             "secrets",

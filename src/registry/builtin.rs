@@ -7,6 +7,10 @@ use std::path::Path;
 
 /// The inspection tools, all `risk = "low"` and read-only.
 const INSPECTION: &str = r#"
+# The built-in registry is the local user's own: raw commands (the shell
+# tools of `serve`, `command` requests of `exec`) are allowed.
+allow_raw_commands = true
+
 [[tools]]
 name = "git_status"
 description = "List changed files (git status --porcelain)"

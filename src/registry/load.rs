@@ -116,6 +116,7 @@ fn merge(files: Vec<(PathBuf, ParsedFile)>) -> Merged {
             settings.sandbox.writable_roots = roots;
         }
         settings.sandbox.best_effort = s.best_effort.unwrap_or(settings.sandbox.best_effort);
+        settings.sandbox.network = s.sandbox_network.unwrap_or(settings.sandbox.network);
         settings.env.extend(s.env);
         for tool in file.tools {
             match merged.tools.iter_mut().find(|t| t.name == tool.name) {

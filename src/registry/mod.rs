@@ -1,15 +1,12 @@
 //! The tool registry: the commands agents may run, described once in TOML by
-//! an operator (typed parameters, cwd policy, risk, env, secrets, scheduling),
-//! and the [`Dispatcher`] that turns JSON requests into normalized results.
+//! an operator (typed parameters, cwd policy, risk, env, secrets, scheduling).
 //!
-//! Loading is pure (files in, [`Registry`] or every problem out); running goes
-//! through the scheduler and a [`Runner`], the seam to the exec engine.
+//! Loading is pure (files in, [`Registry`] or every problem out); requests
+//! are planned and run by [`crate::plan`].
 
 pub mod builtin;
 pub mod cache;
 pub mod confine;
-pub mod dispatcher;
-pub mod engine_runner;
 pub mod env;
 pub mod kinds;
 pub mod load;
@@ -20,8 +17,6 @@ pub mod model;
 pub mod node;
 pub mod params;
 pub mod parse;
-pub mod request;
-pub mod runner;
 pub mod schema;
 pub mod secrets;
 pub mod template;
@@ -30,13 +25,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use dispatcher::{Dispatcher, DispatcherConfig};
 pub use location::{Location, Problem};
 pub use metrics::Metrics;
 pub use metrics_http::serve_metrics;
 pub use model::{Risk, Settings, ToolSpec};
-pub use request::Request;
-pub use runner::{RunPlan, Runner};
 
 /// Why a registry could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use regex::Regex;
 
+use crate::sandbox::{Network, Policy};
+
 use super::location::Location;
 use super::template::ArgTemplate;
 
@@ -159,7 +161,7 @@ pub struct ToolSpec {
     pub cache_ttl: Option<Duration>,
     pub network: bool,
     /// `read-only`, `workspace-write` or `danger-full-access`.
-    pub sandbox: Option<String>,
+    pub sandbox: Option<Policy>,
     pub interactive: bool,
     pub extra_args: ExtraArgs,
     /// Where the tool was defined.
@@ -183,9 +185,12 @@ pub struct SchedulerSettings {
 /// `[sandbox]`: defaults for tools without their own `sandbox`, and raw commands.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SandboxSettings {
-    pub default: Option<String>,
+    pub default: Option<Policy>,
     pub writable_roots: Vec<PathBuf>,
     pub best_effort: bool,
+    /// `network = "allow"`: raw commands and sandboxed tools may use the
+    /// network; otherwise only a tool that says `network = true` may.
+    pub network: Network,
 }
 
 /// `[profiles.NAME]`: a narrower view of the registry.
@@ -232,9 +237,6 @@ impl Default for Settings {
         }
     }
 }
-
-/// The sandbox policies the sandbox wrapper knows.
-pub const SANDBOX_POLICIES: &[&str] = &["read-only", "workspace-write", "danger-full-access"];
 
 /// A tool name usable as a function name by every model API.
 pub fn is_valid_tool_name(name: &str) -> bool {

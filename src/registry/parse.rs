@@ -11,9 +11,11 @@ use regex::Regex;
 use toml_edit::{ImDocument, TableLike};
 
 use super::location::{LineIndex, Location, Problem};
+use crate::sandbox::{Network, Policy};
+
 use super::model::{
-    CwdPolicy, ExtraArgs, ParamSpec, ParamType, Profile, Risk, SANDBOX_POLICIES, ToolSpec,
-    is_valid_env_name, is_valid_tool_name,
+    CwdPolicy, ExtraArgs, ParamSpec, ParamType, Profile, Risk, ToolSpec, is_valid_env_name,
+    is_valid_tool_name,
 };
 use super::node::{Node, entries};
 use super::params::check_default;
@@ -33,7 +35,7 @@ const TOP_KEYS: &[&str] = &[
     "tools",
 ];
 const SCHEDULER_KEYS: &[&str] = &["global", "queue", "groups"];
-const SANDBOX_KEYS: &[&str] = &["default", "writable_roots", "best_effort"];
+const SANDBOX_KEYS: &[&str] = &["default", "writable_roots", "best_effort", "network"];
 const PROFILE_KEYS: &[&str] = &[
     "description",
     "max_risk",
@@ -86,7 +88,8 @@ pub struct FileSettings {
     pub scheduler_global: Option<usize>,
     pub scheduler_queue: Option<usize>,
     pub groups: BTreeMap<String, usize>,
-    pub sandbox_default: Option<String>,
+    pub sandbox_default: Option<Policy>,
+    pub sandbox_network: Option<Network>,
     pub writable_roots: Option<Vec<PathBuf>>,
     pub best_effort: Option<bool>,
     pub env: BTreeMap<String, String>,
@@ -281,19 +284,25 @@ impl Walker<'_> {
         out
     }
 
-    fn sandbox_policy(&mut self, node: Node<'_>, what: &str) -> Option<String> {
+    fn sandbox_policy(&mut self, node: Node<'_>, what: &str) -> Option<Policy> {
         let text = self.string(node, what)?;
-        if SANDBOX_POLICIES.contains(&text.as_str()) {
-            Some(text)
-        } else {
-            self.problem(
-                node.span(),
-                format!(
-                    "`{what}` must be one of {}, found {text:?}",
-                    SANDBOX_POLICIES.join(", ")
-                ),
-            );
-            None
+        match text.parse::<Policy>() {
+            Ok(policy) => Some(policy),
+            Err(err) => {
+                self.problem(node.span(), format!("`{what}`: {err}"));
+                None
+            }
+        }
+    }
+
+    fn network(&mut self, node: Node<'_>, what: &str) -> Option<Network> {
+        let text = self.string(node, what)?;
+        match text.parse::<Network>() {
+            Ok(network) => Some(network),
+            Err(err) => {
+                self.problem(node.span(), format!("`{what}`: {err}"));
+                None
+            }
         }
     }
 
@@ -380,6 +389,9 @@ impl Walker<'_> {
                 }
                 "best_effort" => {
                     self.out.settings.best_effort = self.boolean(node, "sandbox.best_effort")
+                }
+                "network" => {
+                    self.out.settings.sandbox_network = self.network(node, "sandbox.network")
                 }
                 "writable_roots" => {
                     let roots = self

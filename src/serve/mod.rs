@@ -13,6 +13,7 @@
 //! itself is killed, a watchdog process kills what it started ([`watchdog`]),
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
+pub mod approval;
 pub mod args;
 pub mod lenient;
 #[allow(
@@ -44,7 +45,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::cli::session::Session as ProcessSession;
 use crate::context::ProcessContext;
 use crate::exit_code;
-use crate::registry::Dispatcher;
+use crate::plan::Dispatcher;
 use crate::registry::metrics_http;
 use args::ServeArgs;
 use server::{AgentReachServer, ServeConfig};
@@ -85,7 +86,10 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::USAGE;
         }
     };
-    let (root, dispatcher) = match args.registry.session_dispatcher(&ctx, &session) {
+    let (root, dispatcher) = match args
+        .registry
+        .session_dispatcher(&ctx, &session, args.sandbox)
+    {
         Ok(ready) => ready,
         Err(err) => {
             eprintln!("agent-reach serve: {err}");
@@ -101,13 +105,8 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     }
     let config = ServeConfig {
         root,
-        home: ctx.agent_reach_home(),
         env: ctx.env.clone(),
-        path_dir: session.path_dir().to_path_buf(),
         max_sessions: usize::try_from(args.max_sessions).unwrap_or(64),
-        use_cgroup: ctx
-            .var(crate::cli::run::NO_CGROUP_VAR)
-            .is_none_or(|v| v.is_empty() || v == "0"),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -148,7 +147,7 @@ async fn serve(
     auth: listen::Auth,
 ) -> i32 {
     let root = config.root.clone();
-    let server = AgentReachServer::new(config, Some(dispatcher.clone()));
+    let server = AgentReachServer::new(config, dispatcher.clone());
     if let Some(addr) = args.metrics_addr {
         match metrics_http::bind_metrics(addr).await {
             Ok(listener) => {

@@ -26,7 +26,7 @@ pub const POLL_YIELD_DEFAULT_MS: u64 = 5_000;
 /// Bounds of `write_stdin`'s yield for an empty poll.
 pub const POLL_YIELD_RANGE_MS: (u64, u64) = (5_000, 300_000);
 /// How much output a reply carries when the caller does not say.
-pub const MAX_OUTPUT_TOKENS_DEFAULT: usize = 10_000;
+pub const MAX_OUTPUT_TOKENS_DEFAULT: usize = crate::plan::DEFAULT_MAX_OUTPUT_TOKENS;
 /// The shell when neither the argument nor `$SHELL` names one.
 pub const FALLBACK_SHELL: &str = "/bin/bash";
 
@@ -118,9 +118,6 @@ pub struct ApplyPatchParams {
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
-/// The sandbox policies the contract names.
-pub const SANDBOX_POLICIES: [&str; 3] = ["read-only", "workspace-write", "danger-full-access"];
-
 /// A bad argument, said in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParamError {
@@ -128,8 +125,8 @@ pub enum ParamError {
     EmptyCommand,
     #[error("wait_for {pattern:?} is not a valid regex: {reason}")]
     BadRegex { pattern: String, reason: String },
-    #[error("sandbox {given:?} is not one of read-only, workspace-write, danger-full-access")]
-    BadSandbox { given: String },
+    #[error("sandbox: {0}")]
+    BadSandbox(#[from] crate::sandbox::UnknownName),
     #[error("max_output_tokens must be at least 1")]
     ZeroTokens,
 }
@@ -145,7 +142,7 @@ pub struct ExecRequest {
     pub max_output_tokens: usize,
     pub timeout: Option<Duration>,
     pub wait_for: Option<Regex>,
-    pub sandbox: Option<String>,
+    pub sandbox: Option<crate::sandbox::Policy>,
 }
 
 /// A validated `write_stdin`.
@@ -178,11 +175,11 @@ pub fn exec_request(
     } else {
         "-c"
     };
-    let sandbox = match params.sandbox.filter(|s| !s.is_empty()) {
-        Some(s) if SANDBOX_POLICIES.contains(&s.as_str()) => Some(s),
-        Some(given) => return Err(ParamError::BadSandbox { given }),
-        None => None,
-    };
+    let sandbox = params
+        .sandbox
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<crate::sandbox::Policy>())
+        .transpose()?;
     Ok(ExecRequest {
         argv: vec![shell, flag.to_owned(), params.cmd.clone()],
         cmd: params.cmd,
@@ -349,7 +346,7 @@ mod tests {
         p.sandbox = Some("strict".into());
         assert!(matches!(
             exec_request(p, None, Path::new("/")),
-            Err(ParamError::BadSandbox { .. })
+            Err(ParamError::BadSandbox(_))
         ));
         let mut p = exec("x");
         p.max_output_tokens = Some(0);

@@ -13,7 +13,11 @@ use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value};
 
 use crate::logging::{self, ExecutionEvent};
-use crate::registry::{Dispatcher, Request};
+use rmcp::RoleServer;
+use rmcp::service::Peer;
+
+use crate::plan::{Dispatcher, Request};
+use crate::registry::metrics::UNKNOWN_TOOL_LABEL;
 use crate::result::Status;
 
 /// Request-level fields a call may carry next to the tool's parameters.
@@ -69,7 +73,12 @@ impl RegistryTools {
 
     /// Runs one call; the result is the normalized JSON, as text and as
     /// structured content. Refusals and agent-reach failures are tool errors.
-    pub async fn call(&self, name: &str, args: Option<Map<String, Value>>) -> CallToolResult {
+    pub async fn call(
+        &self,
+        name: &str,
+        args: Option<Map<String, Value>>,
+        peer: &Peer<RoleServer>,
+    ) -> CallToolResult {
         let started = Instant::now();
         let mut args = args.unwrap_or_default();
         let declared = |field: &str| {
@@ -96,7 +105,22 @@ impl RegistryTools {
         request.max_output_tokens = max_tokens
             .and_then(|v| v.as_u64())
             .and_then(|v| usize::try_from(v).ok());
-        let result = self.dispatcher.handle(request).await;
+        // The model's `approve` never counts over MCP: a person is asked.
+        let result = match super::approval::plan_with_person(
+            self.dispatcher.planner(),
+            &request,
+            peer,
+        )
+        .await
+        {
+            Ok(plan) => self.dispatcher.run(request.id.clone(), plan).await,
+            Err(rejection) => self.dispatcher.finish_refused(
+                request.id.clone(),
+                Some(name.to_owned()),
+                UNKNOWN_TOOL_LABEL,
+                rejection,
+            ),
+        };
         logging::execution(&ExecutionEvent {
             tool: name,
             argv: &[logged_args],

@@ -30,6 +30,9 @@ pub struct Reply {
     pub output: String,
     pub truncated: bool,
     pub full_output_path: Option<String>,
+    /// What the sandbox enforced, for a confined command (as `run --json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::result::SandboxAttestation>,
     /// Things the caller must know that are not about this command, such as
     /// a session pruned to make room. Omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -62,6 +65,17 @@ impl Reply {
         if self.state == ReplyState::AwaitingInput {
             text.push_str("Process is waiting for input\n");
         }
+        if let Some(sandbox) = &self.sandbox {
+            text.push_str(&format!(
+                "Sandbox: fs {}, net {}{}\n",
+                sandbox.fs,
+                sandbox.net,
+                sandbox
+                    .abi
+                    .map(|abi| format!(", Landlock ABI {abi}"))
+                    .unwrap_or_default()
+            ));
+        }
         for note in &self.notes {
             text.push_str(&format!("Note: {note}\n"));
         }
@@ -93,6 +107,7 @@ mod tests {
             output: "hello\n".into(),
             truncated: false,
             full_output_path: None,
+            sandbox: None,
             notes: Vec::new(),
         }
     }

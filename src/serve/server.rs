@@ -22,6 +22,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 
+use super::approval;
 use super::params::{self, ExecRequest, PollRequest};
 use super::procfs;
 use super::registry_tools::RegistryTools;
@@ -29,15 +30,14 @@ use super::reply::{Reply, ReplyState};
 use super::session::{self, Session, WaitOutcome};
 use super::table::{Lookup, SessionTable};
 use super::tools;
-use crate::exec::{Execution, ExitInfo, RenderOptions, Rendered, SpawnSpec};
+use crate::exec::{Execution, ExitInfo, RenderOptions, Rendered};
 use crate::logging::{self, ExecutionEvent};
+use crate::plan::{Dispatcher, Plan, Rejection, Request, Target};
 use crate::registry::Metrics;
 use crate::result::Status;
 
 /// How often a waiting call sends a progress notification.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
-/// How long `apply_patch` may take before it is killed.
-const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// The MCP resource with the metrics (the registry's [`Metrics::to_json`]).
 pub const METRICS_URI: &str = "agent-reach://metrics";
 
@@ -46,17 +46,10 @@ pub const METRICS_URI: &str = "agent-reach://metrics";
 pub struct ServeConfig {
     /// `--root`: the default working directory.
     pub root: PathBuf,
-    /// `$AGENT_REACH_HOME` (spill files).
-    pub home: PathBuf,
-    /// Our environment (PATH already has the session directory first).
+    /// Our environment (`$SHELL` for `exec_command`).
     pub env: BTreeMap<OsString, OsString>,
-    /// The session PATH directory (the `apply_patch` and sandbox links).
-    pub path_dir: PathBuf,
     /// `--max-sessions`.
     pub max_sessions: usize,
-    /// A cgroup per command where the machine allows (off with
-    /// `AGENT_REACH_NO_CGROUP=1`, as for `run`).
-    pub use_cgroup: bool,
 }
 
 /// The MCP server; cheap to clone (one per connection shares the table).
@@ -69,7 +62,10 @@ struct Inner {
     config: ServeConfig,
     table: Mutex<SessionTable<Session>>,
     tools: Vec<Tool>,
-    registry: Option<RegistryTools>,
+    /// The shell tools are served (the policy's `allow_raw_commands`).
+    raw_commands: bool,
+    dispatcher: Arc<Dispatcher>,
+    registry: RegistryTools,
     metrics: Arc<Metrics>,
 }
 
@@ -101,25 +97,27 @@ impl<E: std::fmt::Display> From<E> for ToolFailure {
 type ToolResult = Result<CallToolResult, ToolFailure>;
 
 impl AgentReachServer {
-    /// A server with the built-in tools and, when given, the registry's.
-    /// Every tool is counted in one [`Metrics`]: the dispatcher's, when
-    /// there is one.
-    pub fn new(config: ServeConfig, registry: Option<Arc<crate::registry::Dispatcher>>) -> Self {
-        let metrics = registry
-            .as_ref()
-            .map_or_else(|| Arc::new(Metrics::new()), |d| d.metrics());
+    /// A server with the built-in tools and the registry's. The shell
+    /// tools are listed only where the policy allows raw commands. Every
+    /// tool is counted in the dispatcher's [`Metrics`].
+    pub fn new(config: ServeConfig, dispatcher: Arc<Dispatcher>) -> Self {
+        let metrics = dispatcher.metrics();
         let table = Mutex::new(SessionTable::new(config.max_sessions));
-        let mut all_tools = tools::builtin_tools();
+        let raw_commands = dispatcher.planner().policy().allow_raw_commands;
+        let mut all_tools: Vec<Tool> = tools::builtin_tools()
+            .into_iter()
+            .filter(|t| raw_commands || !tools::SHELL_TOOLS.contains(&t.name.as_ref()))
+            .collect();
         let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
-        let registry = registry.map(|d| RegistryTools::new(d, &builtin));
-        if let Some(registry) = &registry {
-            all_tools.extend(registry.tools().iter().cloned());
-        }
+        let registry = RegistryTools::new(dispatcher.clone(), &builtin);
+        all_tools.extend(registry.tools().iter().cloned());
         Self {
             inner: Arc::new(Inner {
                 config,
                 table,
                 tools: all_tools,
+                raw_commands,
+                dispatcher,
                 registry,
                 metrics,
             }),
@@ -198,11 +196,24 @@ impl AgentReachServer {
             .get(std::ffi::OsStr::new("SHELL"))
             .and_then(|s| s.to_str());
         let req = params::exec_request(p, shell, &self.inner.config.root)?;
-        let exec = self.spawn(&req).map_err(|e| {
+        let mut request = Request::command(req.argv.iter().map(OsString::from).collect());
+        request.workdir = Some(req.workdir.clone());
+        request.tty = Some(req.tty);
+        request.timeout_ms = req
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        request.max_output_tokens = Some(req.max_output_tokens);
+        request.sandbox = req.sandbox;
+        request.session = true;
+        let plan = self.plan(&request, ctx).await.map_err(|rejection| {
+            self.log(&req, started, None, "rejected", None, 0, false);
+            ToolFailure::refused(format!("{} ({})", rejection.message, rejection.kind))
+        })?;
+        let exec = Execution::spawn(plan.spec).map_err(|e| {
             self.log(&req, started, None, "error", None, 0, false);
             ToolFailure::from(e)
         })?;
-        let session = Arc::new(Session::new(exec, req.cmd.clone(), req.tty));
+        let session = Arc::new(Session::new(exec, req.cmd.clone(), req.tty, plan.report));
         let (id, pruned) = self.table().insert(session.clone());
         self.kill_pruned(pruned);
         let until = started + req.yield_time;
@@ -224,30 +235,13 @@ impl AgentReachServer {
         Ok(reply_result(&reply))
     }
 
-    fn spawn(&self, req: &ExecRequest) -> Result<Execution, crate::exec::ExecError> {
-        let cfg = &self.inner.config;
-        let tag = crate::exec::new_session_tag();
-        let env = crate::exec::env::child_env(&cfg.env, &[], &session_env(&cfg.env), req.tty, &tag);
-        let argv = req.argv.iter().map(OsString::from).collect();
-        let mut spec = SpawnSpec::new(argv, req.workdir.clone(), env, cfg.home.clone());
-        spec.tty = req.tty;
-        spec.timeout = req.timeout;
-        spec.session_tag = tag;
-        spec.merge_output = true;
-        spec.use_cgroup = cfg.use_cgroup;
-        if let Some(policy) = &req.sandbox {
-            let policy = policy.parse::<crate::sandbox::Policy>().unwrap_or_default();
-            let sandbox = crate::sandbox::SandboxSpec {
-                policy,
-                ..Default::default()
-            };
-            spec.wrapper = sandbox.wrapper_argv(
-                &cfg.path_dir.join("agent-reach-sandbox"),
-                &req.workdir,
-                None,
-            );
-        }
-        Execution::spawn(spec)
+    /// The plan of an MCP request, a person asked where one must approve.
+    async fn plan(
+        &self,
+        request: &Request,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<Plan, Rejection> {
+        approval::plan_with_person(self.inner.dispatcher.planner(), request, &ctx.peer).await
     }
 
     fn kill_pruned(&self, pruned: Vec<(u64, Arc<Session>)>) {
@@ -343,6 +337,7 @@ impl AgentReachServer {
             full_output_path: full_output_path(&session.exec, &rendered),
             output: rendered.text,
             truncated: rendered.truncated,
+            sandbox: session.attestation(),
             notes,
         }
     }
@@ -446,6 +441,7 @@ impl AgentReachServer {
             full_output_path: full_output_path(&session.exec, &rendered),
             output: rendered.text,
             truncated: rendered.truncated,
+            sandbox: session.attestation(),
             notes,
         };
         let argv = self.redact_all(std::slice::from_ref(&session.command));
@@ -491,28 +487,18 @@ impl AgentReachServer {
         Ok(result)
     }
 
-    async fn apply_patch(&self, args: JsonArgs) -> ToolResult {
+    async fn apply_patch(&self, args: JsonArgs, ctx: &RequestContext<RoleServer>) -> ToolResult {
         let started = Instant::now();
         let p: params::ApplyPatchParams = parse(args)?;
-        let cfg = &self.inner.config;
-        let workdir = params::resolve_workdir(p.workdir.as_deref(), &cfg.root);
-        let tag = crate::exec::new_session_tag();
-        let env = crate::exec::env::child_env(&cfg.env, &[], &[], false, &tag);
-        let argv = vec![
-            cfg.path_dir.join("apply_patch").into_os_string(),
-            p.input.into(),
-        ];
-        let mut spec = SpawnSpec::new(argv, workdir.clone(), env, cfg.home.clone());
-        spec.timeout = Some(APPLY_PATCH_TIMEOUT);
-        spec.use_cgroup = cfg.use_cgroup;
-        spec.session_tag = tag;
-        let exec = Execution::spawn(spec)?;
-        let done = exec
-            .finish(&RenderOptions {
-                max_output_tokens: params::MAX_OUTPUT_TOKENS_DEFAULT,
-                keep_color: false,
-            })
-            .await;
+        let mut request = Request::new(Target::ApplyPatch { input: p.input });
+        request.workdir = p.workdir.filter(|w| !w.is_empty()).map(PathBuf::from);
+        let plan = self.plan(&request, ctx).await.map_err(|rejection| {
+            ToolFailure::refused(format!("{} ({})", rejection.message, rejection.kind))
+        })?;
+        let workdir = plan.spec.cwd.clone();
+        let exec = Execution::spawn(plan.spec)?;
+        let done = exec.finish(&plan.render).await;
+        drop(plan.report);
         let code = session::exit_code_of(&done.exit);
         self.inner.metrics.record_outcome(
             tools::APPLY_PATCH,
@@ -546,10 +532,9 @@ impl AgentReachServer {
 
     /// `argv` with the registry's secrets replaced, for the log.
     fn redact_all(&self, argv: &[String]) -> Vec<String> {
-        match &self.inner.registry {
-            Some(registry) => argv.iter().map(|a| registry.redact(a)).collect(),
-            None => argv.to_vec(),
-        }
+        argv.iter()
+            .map(|a| self.inner.dispatcher.redact(a))
+            .collect()
     }
 
     #[expect(clippy::too_many_arguments, reason = "one flat log event")]
@@ -579,18 +564,6 @@ impl AgentReachServer {
 }
 
 type JsonArgs = Option<serde_json::Map<String, serde_json::Value>>;
-
-/// Settings for session commands on top of the engine's environment: Python
-/// writes its output as it goes (on a pipe it would hold a dev server's
-/// "listening on" line in a buffer, and `wait_for` would never see it),
-/// unless the operator set `PYTHONUNBUFFERED` themselves.
-fn session_env(parent: &BTreeMap<OsString, OsString>) -> Vec<(OsString, OsString)> {
-    let mut set = Vec::new();
-    if !parent.contains_key(std::ffi::OsStr::new("PYTHONUNBUFFERED")) {
-        set.push(("PYTHONUNBUFFERED".into(), "1".into()));
-    }
-    set
-}
 
 fn parse<T: DeserializeOwned>(args: JsonArgs) -> Result<T, ToolFailure> {
     let value = serde_json::Value::Object(args.unwrap_or_default());
@@ -758,23 +731,24 @@ impl ServerHandler for AgentReachServer {
         let name = request.name.to_string();
         let args = request.arguments;
         let builtin = tools::BUILTIN_NAMES.contains(&name.as_str());
+        if !self.inner.raw_commands && tools::SHELL_TOOLS.contains(&name.as_str()) {
+            self.inner.metrics.record_call(&name);
+            self.inner
+                .metrics
+                .record_outcome(&name, Status::Rejected, started.elapsed());
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "{name} is not available: raw commands are disabled by the operator's policy (raw_commands_disabled); use a registry tool (the operator can set allow_raw_commands = true in the registry)"
+            ))])
+            .into());
+        }
         let result = match name.as_str() {
             tools::EXEC_COMMAND => self.exec_command(args, &context).await,
             tools::WRITE_STDIN => self.write_stdin(args, &context).await,
             tools::LIST_SESSIONS => self.list_sessions(args).await,
             tools::KILL_SESSION => self.kill_session(args).await,
-            tools::APPLY_PATCH => self.apply_patch(args).await,
-            other
-                if self
-                    .inner
-                    .registry
-                    .as_ref()
-                    .is_some_and(|r| r.serves(other)) =>
-            {
-                match &self.inner.registry {
-                    Some(registry) => Ok(registry.call(other, args).await),
-                    None => Err(ToolFailure::refused(format!("no tool named {other:?}"))),
-                }
+            tools::APPLY_PATCH => self.apply_patch(args, &context).await,
+            other if self.inner.registry.serves(other) => {
+                Ok(self.inner.registry.call(other, args, &context.peer).await)
             }
             other => {
                 return Err(McpError::invalid_params(

@@ -71,6 +71,8 @@ pub struct Session {
     last_call: Mutex<Instant>,
     /// The command's end was counted in the metrics.
     end_counted: AtomicBool,
+    /// The sandbox report of a confined command, kept while it lives.
+    report: Option<crate::plan::sandbox::ReportGuard>,
 }
 
 impl Prunable for Session {
@@ -80,9 +82,15 @@ impl Prunable for Session {
 }
 
 impl Session {
-    pub fn new(exec: Execution, command: String, tty: bool) -> Self {
+    pub fn new(
+        exec: Execution,
+        command: String,
+        tty: bool,
+        report: Option<crate::plan::sandbox::ReportGuard>,
+    ) -> Self {
         let now = Instant::now();
         Self {
+            report,
             tty,
             exec,
             command,
@@ -90,6 +98,13 @@ impl Session {
             last_call: Mutex::new(now),
             end_counted: AtomicBool::new(false),
         }
+    }
+
+    /// What the sandbox enforced, for a confined command.
+    pub fn attestation(&self) -> Option<crate::result::SandboxAttestation> {
+        self.report
+            .as_ref()
+            .and_then(|r| crate::sandbox::read_attestation(r.path()))
     }
 
     /// True the first time only: the end of the command is counted once,

@@ -17,6 +17,8 @@ pub const LIST_SESSIONS: &str = "list_sessions";
 pub const KILL_SESSION: &str = "kill_session";
 pub const APPLY_PATCH: &str = "apply_patch";
 /// The built-in tools' names; a registry tool cannot take one of them.
+/// The shell tools: raw commands, served only where the policy allows them.
+pub const SHELL_TOOLS: [&str; 4] = [EXEC_COMMAND, WRITE_STDIN, LIST_SESSIONS, KILL_SESSION];
 pub const BUILTIN_NAMES: [&str; 5] = [
     EXEC_COMMAND,
     WRITE_STDIN,

@@ -329,14 +329,62 @@ impl RunResult {
     }
 }
 
-/// Skips a test loudly: prints why to stderr (visible with --nocapture and in
-/// the failure-free run's captured output) and returns from the test.
+/// The variable naming features this machine has (`landlock,cgroup,userns,pty`):
+/// a test that would skip for lack of one of them fails instead, so CI cannot
+/// report `ok` for a suite that did not run.
+pub const REQUIRE_VAR: &str = "AGENT_REACH_REQUIRE";
+
+/// Records a skip: `SKIPPED <test>: <why>` on the real stderr (the test
+/// harness captures only the print macros, and throws away what a passing
+/// test printed), and a line in `$CARGO_TARGET_TMPDIR/skipped.log` for the
+/// run's count. A skip for lack of a feature in `AGENT_REACH_REQUIRE` panics.
+pub fn skipped(feature: Option<&str>, why: &str) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("<unnamed test>");
+    if let Some(feature) = feature {
+        let required = std::env::var(REQUIRE_VAR).unwrap_or_default();
+        if required.split(',').any(|f| f.trim() == feature) {
+            panic!(
+                "{test} needs {feature}, which {REQUIRE_VAR}={required} says this machine has: {why}"
+            );
+        }
+    }
+    let line = format!("SKIPPED {test}: {why}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.log");
+    if let Ok(mut file) = fs::OpenOptions::new().create(true).append(true).open(log) {
+        let _ = file.write_all(line.as_bytes());
+    }
+}
+
+/// Skips a test loudly unless `cond` holds (see [`skipped`]); with
+/// `feature = "..."` the skip fails the test where CI requires the feature.
 #[macro_export]
 macro_rules! skip_unless {
-    ($cond:expr, $why:expr) => {
+    (feature = $feature:literal, $cond:expr, $why:expr) => {
         if !$cond {
-            eprintln!("SKIPPED {}: {}", module_path!(), $why);
+            $crate::common::skipped(Some($feature), &$why.to_string());
             return;
         }
     };
+    ($cond:expr, $why:expr) => {
+        if !$cond {
+            $crate::common::skipped(None, &$why.to_string());
+            return;
+        }
+    };
+}
+
+/// The Landlock ABI this kernel grants (0: none), asked of the kernel itself.
+pub fn landlock_abi() -> i64 {
+    // SAFETY: the version query takes no pointer the kernel writes to.
+    unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    }
+    .max(0)
 }

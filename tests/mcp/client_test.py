@@ -159,9 +159,63 @@ async def main(binary):
     check("session PATH directory removed", not dirs, f"left: {dirs}")
 
 
+async def approval_checks(binary):
+    """A high-risk registry tool: the model's `approve` never counts; with an
+    elicitation_callback the person is asked, and only an accept runs it."""
+    import mcp.types as types
+
+    work = tempfile.mkdtemp(prefix="ar-mcp-approve-")
+    home = tempfile.mkdtemp(prefix="ar-mcp-approve-home-")
+    marker = os.path.join(work, "deployed")
+    config = os.path.join(work, "registry.toml")
+    with open(config, "w") as f:
+        f.write('[[tools]]\nname = "deploy"\ncommand = ["touch", "%s"]\ncwd = "project_root"\n'
+                'risk = "high"\ndescription = "Deploy"\n' % marker)
+    params = StdioServerParameters(
+        command=binary,
+        args=["serve", "--root", work, "--config", config],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
+             "AGENT_REACH_HOME": os.path.join(home, "ar"), "AGENT_REACH_LOG": "warn"},
+        cwd=work,
+    )
+    asked = []
+
+    def person(action):
+        async def callback(context, request):
+            asked.append(request.message)
+            if action == "accept":
+                return types.ElicitResult(action="accept", content={"approve": True})
+            return types.ElicitResult(action=action)
+        return callback
+
+    async def one(callback):
+        async with stdio_client(params) as (read, write):
+            kwargs = {} if callback is None else {"elicitation_callback": callback}
+            async with ClientSession(read, write, **kwargs) as session:
+                await session.initialize()
+                tools = {t.name for t in (await session.list_tools()).tools}
+                result, _, s = await call(session, "deploy", {"approve": True})
+                return tools, result, s
+
+    tools, result, s = await one(None)
+    check("raw commands off in a config hide the shell tools",
+          "exec_command" not in tools and "deploy" in tools, sorted(tools))
+    check("the model's approve does not run a high-risk tool",
+          result.isError and (s.get("error") or {}).get("kind") == "approval_required"
+          and not os.path.exists(marker), json.dumps(s))
+    _, result, s = await one(person("decline"))
+    check("a declined elicitation does not run it",
+          result.isError and len(asked) == 1 and not os.path.exists(marker), json.dumps(s))
+    _, result, s = await one(person("accept"))
+    check("an accepted elicitation runs it",
+          not result.isError and s.get("status") == "success" and os.path.exists(marker)
+          and "deploy" in asked[-1], json.dumps(s))
+
+
 if __name__ == "__main__":
     binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/agent-reach")
     asyncio.run(main(binary))
+    asyncio.run(approval_checks(binary))
     if FAILURES:
         print(f"failed checks: {', '.join(FAILURES)}")
     # The plain closing line CI reads, like every other test runner's.

@@ -516,10 +516,10 @@ fn sandbox_confines_the_command_and_attests_it() {
         ])
         .limit(Duration::from_secs(20))
         .run();
-    let refused = result.code == Some(125);
     skip_unless!(
-        !refused,
-        format!("the sandbox is not available here: {}", result.stderr_str())
+        feature = "landlock",
+        crate::common::landlock_abi() >= 1,
+        "the kernel has no Landlock"
     );
     let json = result.json();
     assert_eq!(json["status"], "failure", "{json}");
@@ -623,7 +623,7 @@ fn writable_cgroup_dir() -> Option<std::path::PathBuf> {
 fn cgroups_left_by_a_killed_agent_reach_are_emptied_and_removed() {
     let env = TestEnv::new();
     let Some(base) = writable_cgroup_dir() else {
-        skip_unless!(false, "no writable cgroup2 tree here");
+        skip_unless!(feature = "cgroup", false, "no writable cgroup2 tree here");
         return;
     };
     // pid_max is at most 2^22, so this owner is surely dead.
@@ -658,7 +658,7 @@ fn cgroups_left_by_a_killed_agent_reach_are_emptied_and_removed() {
 fn run_inside_a_once_killed_cgroup_still_runs_the_command() {
     let env = TestEnv::new();
     let Some(base) = writable_cgroup_dir() else {
-        skip_unless!(false, "no writable cgroup2 tree here");
+        skip_unless!(feature = "cgroup", false, "no writable cgroup2 tree here");
         return;
     };
     let killed = base.join(format!("ar-test-killed-{}", marker("killseq")));

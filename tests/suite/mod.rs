@@ -7,6 +7,7 @@ mod exec_api;
 pub mod exec_json;
 mod output;
 mod path_guard;
+mod policy;
 mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;

@@ -10,18 +10,7 @@ use crate::common::{RunResult, TestCommand, TestEnv};
 use crate::skip_unless;
 
 /// The Landlock ABI of the running kernel, 0 when unavailable.
-fn landlock_abi() -> i64 {
-    // SAFETY: the version query takes no pointer the kernel writes to.
-    unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            1u32,
-        )
-    }
-    .max(0)
-}
+use crate::common::landlock_abi;
 
 fn have(program: &str) -> bool {
     ["/usr/local/bin", "/usr/bin", "/bin"]
@@ -89,6 +78,7 @@ impl Scene {
 macro_rules! need_landlock {
     () => {
         skip_unless!(
+            feature = "landlock",
             landlock_abi() >= 3,
             "Landlock ABI 3 or newer is not available on this kernel"
         );
@@ -125,6 +115,7 @@ fn write_outside_the_workspace_is_refused() {
 fn metadata_outside_the_workspace_cannot_change() {
     need_landlock!();
     skip_unless!(
+        feature = "userns",
         mount_namespaces_available(),
         "no mount namespace available: Landlock alone does not cover chmod, chown and utimes"
     );
@@ -560,6 +551,7 @@ fn mount_namespaces_available() -> bool {
 fn repository_root_stays_fully_usable_while_git_is_read_only() {
     need_landlock!();
     skip_unless!(
+        feature = "userns",
         mount_namespaces_available(),
         "no mount namespace available (not root, user namespaces disabled)"
     );
@@ -606,6 +598,7 @@ fn without_mounts_the_fallback_still_protects_git() {
 fn the_terminal_can_be_reopened_by_name() {
     need_landlock!();
     skip_unless!(
+        feature = "pty",
         have("script"),
         "script (util-linux) is not installed to provide a PTY"
     );
@@ -628,7 +621,11 @@ fn the_terminal_can_be_reopened_by_name() {
 #[test]
 fn processes_outside_cannot_be_signalled() {
     need_landlock!();
-    skip_unless!(landlock_abi() >= 6, "Landlock signal scoping needs ABI 6");
+    skip_unless!(
+        feature = "landlock",
+        landlock_abi() >= 6,
+        "Landlock signal scoping needs ABI 6"
+    );
     let scene = Scene::new();
     let mut outside = std::process::Command::new("sleep")
         .arg("30")

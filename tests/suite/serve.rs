@@ -50,7 +50,7 @@ struct Served {
     _known: agent_reach::exec::KnownChildGuard,
 }
 
-fn server_command(env: &TestEnv, extra: &[&str]) -> Command {
+pub(super) fn server_command(env: &TestEnv, extra: &[&str]) -> Command {
     let mut cmd = Command::new(bin());
     cmd.arg("serve")
         .arg("--root")
@@ -146,7 +146,7 @@ impl Served {
     }
 }
 
-fn text_of(result: &CallToolResult) -> String {
+pub(super) fn text_of(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -663,7 +663,7 @@ fn registry_tools_are_served_with_their_schema_and_normalized_results() {
         let env = TestEnv::new();
         let config = env.write(
             "registry.toml",
-            "[[tools]]\nname = \"greet\"\ndescription = \"Say hello\"\ncommand = [\"echo\", \"hello\", \"{who}\"]\ncwd = \"project_root\"\nrisk = \"low\"\nparams = [{ name = \"who\", type = \"string\", required = true }]\n\n[[tools]]\nname = \"exec_command\"\ncommand = [\"false\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
+            "allow_raw_commands = true\n[[tools]]\nname = \"greet\"\ndescription = \"Say hello\"\ncommand = [\"echo\", \"hello\", \"{who}\"]\ncwd = \"project_root\"\nrisk = \"low\"\nparams = [{ name = \"who\", type = \"string\", required = true }]\n\n[[tools]]\nname = \"exec_command\"\ncommand = [\"false\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
         );
         let s = serve_in(env, &["--config", config.to_str().unwrap()]).await;
         let tools = s.client.list_all_tools().await.unwrap();
@@ -789,7 +789,7 @@ fn one_set_of_metrics_is_a_resource_and_prometheus_text() {
         let env = TestEnv::new();
         let config = env.write(
             "registry.toml",
-            "[[tools]]\nname = \"greet\"\ncommand = [\"echo\", \"hello\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
+            "allow_raw_commands = true\n[[tools]]\nname = \"greet\"\ncommand = [\"echo\", \"hello\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
         );
         let addr = format!("127.0.0.1:{}", free_port());
         let s = serve_in(
@@ -996,7 +996,7 @@ fn the_log_never_holds_a_registry_secret() {
         let env = TestEnv::new();
         let config = env.write(
             "registry.toml",
-            "[[tools]]\nname = \"deploy\"\ncommand = [\"true\"]\ncwd = \"project_root\"\nrisk = \"low\"\nsecrets = [\"DEPLOY_TOKEN\"]\n",
+            "allow_raw_commands = true\n[[tools]]\nname = \"deploy\"\ncommand = [\"true\"]\ncwd = \"project_root\"\nrisk = \"low\"\nsecrets = [\"DEPLOY_TOKEN\"]\n",
         );
         let s = serve_in_env(
             env,

@@ -22,7 +22,7 @@ pub(crate) use addr::{ListenSpec, Protocol};
 pub(crate) use auth::Auth;
 
 use super::server::AgentReachServer;
-use crate::registry::Dispatcher;
+use crate::plan::Dispatcher;
 
 /// `--client-idle-timeout` when not given: an MCP client silent this long
 /// loses its sessions.

@@ -1,12 +1,15 @@
-//! A request as JSON (`exec --json`, `exec --jsonl`, MCP): checked field by
-//! field into a [`Request`], or refused as `malformed_request` with the
-//! request's `id` kept so the answer can still be matched.
+//! What every door asks the plan stage for: a [`Request`]. `exec --json`'s
+//! JSON is checked field by field into one, or refused as
+//! `malformed_request` with the request's `id` kept so the answer can still
+//! be matched; the other doors fill one in from their own inputs.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-use super::kinds;
+use crate::registry::kinds;
+use crate::sandbox::Policy;
 use crate::scheduler::Priority;
 
 /// What to run.
@@ -15,7 +18,9 @@ pub enum Target {
     /// A registry tool and its arguments.
     Tool { name: String, args: Args },
     /// A raw argv (no shell), where `allow_raw_commands` is on.
-    Command(Vec<String>),
+    Command(Vec<OsString>),
+    /// The built-in `apply_patch` with its patch text.
+    ApplyPatch { input: String },
 }
 
 /// A tool's arguments: named parameters, or strings appended to the command.
@@ -31,11 +36,25 @@ pub struct Request {
     pub id: Option<Value>,
     pub target: Target,
     pub workdir: Option<PathBuf>,
+    /// `None`: the default of the kind (a tool's timeout, 10 s for a
+    /// one-shot command, none for a session); `Some(0)`: none.
     pub timeout_ms: Option<u64>,
     pub tty: Option<bool>,
     pub priority: Priority,
     pub approve: bool,
     pub max_output_tokens: Option<usize>,
+    /// Raw commands: values added to the environment (`run --env N=V`, a
+    /// listener's env vars).
+    pub env: Vec<(OsString, OsString)>,
+    /// Raw commands: names copied from our environment (`run --env NAME`).
+    pub pass_env: Vec<String>,
+    /// Raw commands: `env` is the whole environment (`subprocess.run(env=)`).
+    pub replace_env: bool,
+    /// A narrower sandbox than the policy's (never a wider one).
+    pub sandbox: Option<Policy>,
+    /// A live session (streams merged, newest output kept for `wait_for`),
+    /// not a one-shot run.
+    pub session: bool,
 }
 
 /// A request refused before anything ran.
@@ -62,21 +81,39 @@ const FIELDS: &[&str] = &[
 ];
 
 impl Request {
-    /// A request for `tool` with named arguments (what an MCP tool call carries).
-    pub fn for_tool(id: Option<Value>, tool: &str, args: Map<String, Value>) -> Self {
+    /// A request for `target` with every other field at its default.
+    pub fn new(target: Target) -> Self {
         Self {
-            id,
-            target: Target::Tool {
-                name: tool.to_owned(),
-                args: Args::Named(args),
-            },
+            id: None,
+            target,
             workdir: None,
             timeout_ms: None,
             tty: None,
             priority: Priority::Normal,
             approve: false,
             max_output_tokens: None,
+            env: Vec::new(),
+            pass_env: Vec::new(),
+            replace_env: false,
+            sandbox: None,
+            session: false,
         }
+    }
+
+    /// A request for `tool` with named arguments (what an MCP tool call carries).
+    pub fn for_tool(id: Option<Value>, tool: &str, args: Map<String, Value>) -> Self {
+        Self {
+            id,
+            ..Self::new(Target::Tool {
+                name: tool.to_owned(),
+                args: Args::Named(args),
+            })
+        }
+    }
+
+    /// A raw command.
+    pub fn command(argv: Vec<OsString>) -> Self {
+        Self::new(Target::Command(argv))
     }
 
     /// Parses one request line.
@@ -170,7 +207,7 @@ impl Request {
                 if argv.iter().any(|a| a.contains('\0')) {
                     return Err(fail("`command` contains a NUL byte".into()));
                 }
-                Target::Command(argv)
+                Target::Command(argv.into_iter().map(OsString::from).collect())
             }
         };
         let workdir = match object.get("workdir") {
@@ -201,13 +238,13 @@ impl Request {
         };
         Ok(Self {
             id,
-            target,
             workdir,
             timeout_ms,
             tty,
             priority,
             approve,
             max_output_tokens,
+            ..Self::new(target)
         })
     }
 
@@ -215,7 +252,7 @@ impl Request {
     pub fn tool_name(&self) -> Option<&str> {
         match &self.target {
             Target::Tool { name, .. } => Some(name),
-            Target::Command(_) => None,
+            Target::Command(_) | Target::ApplyPatch { .. } => None,
         }
     }
 }

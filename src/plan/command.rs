@@ -1,0 +1,271 @@
+//! Planning a raw command (an argv the caller wrote) and the built-in
+//! `apply_patch`: the policy's checks, the working directory, the
+//! environment, the timeout and the sandbox.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use super::sandbox::{self, Confinement};
+use super::{
+    APPLY_PATCH_TIMEOUT, ApprovalAsk, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_TOKENS, Door,
+    Plan, Planner, Rejection, Request,
+};
+use crate::exec::{RenderOptions, SESSION_VAR, SpawnSpec};
+use crate::registry::confine::confine;
+use crate::registry::kinds;
+use crate::registry::metrics::RAW_COMMAND_LABEL;
+use crate::sandbox::Policy;
+use crate::scheduler::Demand;
+
+/// The metrics label of `apply_patch`.
+pub const APPLY_PATCH_LABEL: &str = "apply_patch";
+
+/// A raw command from `door`.
+pub fn plan_command(
+    planner: &Planner,
+    request: &Request,
+    argv: &[OsString],
+    door: Door,
+) -> Result<Plan, Rejection> {
+    let policy = &planner.policy;
+    if door != Door::Run {
+        policy.check_raw_commands()?;
+    }
+    if argv.is_empty() {
+        return Err(Rejection::rejected(
+            kinds::MALFORMED_REQUEST,
+            "the command is empty",
+        ));
+    }
+    let cwd = command_cwd(planner, request.workdir.as_deref(), door)?;
+    let sandbox = policy.sandbox_for(request.sandbox, None)?;
+    if let Some(sandboxed) = sandbox {
+        check_workspace(planner, sandboxed, &cwd)?;
+    }
+    if door != Door::Run {
+        let ask = ApprovalAsk {
+            what: "a raw command".to_owned(),
+            argv: argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            workdir: cwd.clone(),
+            risk: policy.raw_commands_risk,
+        };
+        policy.check_approval(ask, door, request.approve)?;
+    }
+    let tty = request.tty.unwrap_or(false);
+    let tag = crate::exec::new_session_tag();
+    let env = command_env(planner, request, tty, &tag);
+    let timeout = match request.timeout_ms {
+        None if request.session => None,
+        None => Some(DEFAULT_COMMAND_TIMEOUT),
+        Some(0) => None,
+        Some(ms) => Some(std::time::Duration::from_millis(ms)),
+    };
+    let mut spec = SpawnSpec::new(argv.to_vec(), cwd.clone(), env, planner.config.home.clone());
+    spec.session_tag = tag;
+    spec.tty = tty;
+    spec.timeout = timeout;
+    spec.merge_output = request.session;
+    spec.use_cgroup = planner.config.use_cgroup;
+    spec.secrets = planner.all_secrets.clone();
+    let report = match sandbox {
+        Some(sandboxed) => {
+            let confinement = Confinement {
+                policy: sandboxed,
+                network: policy.network_for(false),
+                writable_roots: policy.writable_roots.clone(),
+                best_effort: policy.best_effort,
+            };
+            let (wrapper, report) =
+                sandbox::wrapper(&planner.config, &confinement, &cwd, &spec.session_tag)?;
+            spec.wrapper = wrapper;
+            spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
+            report
+        }
+        None => None,
+    };
+    Ok(Plan {
+        spec,
+        render: render(request),
+        demand: Demand {
+            group: None,
+            exclusive: None,
+            priority: request.priority,
+        },
+        label: RAW_COMMAND_LABEL.to_owned(),
+        tool: None,
+        cache: None,
+        report,
+    })
+}
+
+/// The built-in `apply_patch` tool: the patch through the personality, in
+/// the caller's directory, under the policy's default sandbox.
+pub fn plan_apply_patch(
+    planner: &Planner,
+    request: &Request,
+    input: &str,
+) -> Result<Plan, Rejection> {
+    let Some((program, extra)) = planner.config.apply_patch_prefix.split_first() else {
+        return Err(Rejection::error(
+            kinds::SPAWN_FAILED,
+            "this process has no apply_patch link",
+        ));
+    };
+    let root = &planner.policy.root;
+    let cwd = match request.workdir.as_deref() {
+        Some(dir) => root.join(dir),
+        None => root.clone(),
+    };
+    let sandbox = planner.policy.sandbox_for(request.sandbox, None)?;
+    if let Some(sandboxed) = sandbox {
+        check_workspace(planner, sandboxed, &cwd)?;
+    }
+    let tag = crate::exec::new_session_tag();
+    let env = crate::exec::child_env(&planner.config.env, &[], &[], false, &tag);
+    let mut argv = vec![program.clone()];
+    argv.extend(extra.iter().cloned());
+    argv.push(input.into());
+    let mut spec = SpawnSpec::new(argv, cwd.clone(), env, planner.config.home.clone());
+    spec.session_tag = tag;
+    spec.timeout = Some(APPLY_PATCH_TIMEOUT);
+    spec.use_cgroup = planner.config.use_cgroup;
+    spec.secrets = planner.all_secrets.clone();
+    let report = match sandbox {
+        Some(sandboxed) => {
+            let confinement = Confinement {
+                policy: sandboxed,
+                network: crate::sandbox::Network::Deny,
+                writable_roots: planner.policy.writable_roots.clone(),
+                best_effort: planner.policy.best_effort,
+            };
+            let (wrapper, report) =
+                sandbox::wrapper(&planner.config, &confinement, &cwd, &spec.session_tag)?;
+            spec.wrapper = wrapper;
+            spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
+            report
+        }
+        None => None,
+    };
+    Ok(Plan {
+        spec,
+        render: render(request),
+        demand: Demand {
+            group: None,
+            exclusive: None,
+            priority: request.priority,
+        },
+        label: APPLY_PATCH_LABEL.to_owned(),
+        tool: None,
+        cache: None,
+        report,
+    })
+}
+
+fn render(request: &Request) -> RenderOptions {
+    RenderOptions {
+        max_output_tokens: request
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+        keep_color: false,
+    }
+}
+
+/// Where a raw command runs: `run` takes its directory as given; `exec`
+/// keeps it inside the project root; MCP and the listeners take it from
+/// the root.
+fn command_cwd(
+    planner: &Planner,
+    workdir: Option<&Path>,
+    door: Door,
+) -> Result<PathBuf, Rejection> {
+    let root = &planner.policy.root;
+    let Some(workdir) = workdir else {
+        return Ok(root.clone());
+    };
+    match door {
+        Door::Exec => caller_cwd(root, workdir),
+        Door::Run | Door::Mcp { .. } | Door::Listener => Ok(root.join(workdir)),
+    }
+}
+
+/// A directory given by the caller, confined to the project root.
+pub fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
+    let dir = confine(root, root, workdir)
+        .map_err(|e| Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}")))?;
+    if !dir.is_dir() {
+        return Err(Rejection::rejected(
+            kinds::INVALID_WORKDIR,
+            format!("workdir {} is not an existing directory", workdir.display()),
+        ));
+    }
+    Ok(dir)
+}
+
+/// Under the operator's `workspace-write`, the working directory (which
+/// that policy makes writable) must be inside the project root or one of
+/// the configured writable roots: a request cannot widen the workspace.
+fn check_workspace(planner: &Planner, sandboxed: Policy, cwd: &Path) -> Result<(), Rejection> {
+    let policy = &planner.policy;
+    if !policy.governs || sandboxed != Policy::WorkspaceWrite || policy.sandbox_default.is_none() {
+        return Ok(());
+    }
+    let resolved = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    let inside = std::iter::once(&policy.root)
+        .chain(&policy.writable_roots)
+        .any(|root| {
+            let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+            resolved.starts_with(root)
+        });
+    if inside {
+        Ok(())
+    } else {
+        Err(Rejection::rejected(
+            kinds::DENIED_BY_POLICY,
+            format!(
+                "workdir {} is outside the workspace ({}) that the operator's workspace-write sandbox lets commands write",
+                cwd.display(),
+                policy.root.display()
+            ),
+        ))
+    }
+}
+
+/// The environment of a raw command: the engine's whitelist plus the
+/// registry's `[env]`, `run --env`, a session's settings and the request's
+/// own values; or, when the request replaces the environment, exactly its
+/// values and the session tag.
+fn command_env(
+    planner: &Planner,
+    request: &Request,
+    tty: bool,
+    tag: &str,
+) -> BTreeMap<OsString, OsString> {
+    if request.replace_env {
+        let mut env: BTreeMap<OsString, OsString> = request.env.iter().cloned().collect();
+        env.insert(SESSION_VAR.into(), tag.into());
+        return env;
+    }
+    let parent = &planner.config.env;
+    let mut set: Vec<(OsString, OsString)> = Vec::new();
+    if let Some(registry) = &planner.registry {
+        set.extend(
+            registry
+                .settings
+                .env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        );
+    }
+    // Python writes its output as it goes (on a pipe it would hold a dev
+    // server's "listening on" line in a buffer, and `wait_for` would never
+    // see it), unless the operator set PYTHONUNBUFFERED themselves.
+    if request.session && !parent.contains_key(OsStr::new("PYTHONUNBUFFERED")) {
+        set.push(("PYTHONUNBUFFERED".into(), "1".into()));
+    }
+    set.extend(request.env.iter().cloned());
+    crate::exec::child_env(parent, &request.pass_env, &set, tty, tag)
+}

@@ -1,0 +1,504 @@
+//! One-shot requests from start to result: the plan stage
+//! ([`super::Planner`]), the cache, the scheduler, the runner, metrics and
+//! logs — and every text that leaves redacted.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::request::{Malformed, Request};
+use super::runner::{EngineRunner, Runner};
+use super::{Door, Planner, PlannerConfig, Rejection};
+use crate::registry::Registry;
+use crate::registry::cache::{Lookup, ResultCache};
+use crate::registry::kinds;
+use crate::registry::metrics::{Metrics, UNKNOWN_TOOL_LABEL};
+use crate::registry::secrets::{SECRETS_FILE_VAR, SecretStore, SecretsError, redact_text};
+use crate::result::{NormalizedResult, Status};
+use crate::scheduler::{Limits, Scheduler};
+
+/// What the dispatcher needs from the process it runs in.
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    /// The server's environment (after the session PATH entry was added).
+    pub env: BTreeMap<OsString, OsString>,
+    /// `$AGENT_REACH_HOME`.
+    pub home: PathBuf,
+    /// The argv prefix that starts the sandbox personality (the session's
+    /// `agent-reach-sandbox` link, or the executable with `--agent-reach-run-as`).
+    pub sandbox_prefix: Vec<OsString>,
+    /// The argv prefix that starts the apply_patch personality.
+    pub apply_patch_prefix: Vec<OsString>,
+    /// A cgroup per command where the machine allows.
+    pub use_cgroup: bool,
+    /// `serve --sandbox`: replaces the registry's `[sandbox] default`.
+    pub sandbox_override: Option<crate::sandbox::Policy>,
+}
+
+impl DispatcherConfig {
+    /// A config for a process that has a session PATH dir (`Session::start`).
+    pub fn for_session(
+        env: BTreeMap<OsString, OsString>,
+        home: PathBuf,
+        path_dir: &std::path::Path,
+        use_cgroup: bool,
+    ) -> Self {
+        Self {
+            env,
+            home,
+            sandbox_prefix: vec![path_dir.join("agent-reach-sandbox").into_os_string()],
+            apply_patch_prefix: vec![path_dir.join("apply_patch").into_os_string()],
+            use_cgroup,
+            sandbox_override: None,
+        }
+    }
+}
+
+/// Why a dispatcher could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatcherError {
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
+}
+
+/// Answers requests; shared by every task of a server (`Send + Sync`).
+pub struct Dispatcher {
+    registry: Arc<Registry>,
+    planner: Planner,
+    scheduler: Scheduler,
+    cache: ResultCache,
+    metrics: Arc<Metrics>,
+    runner: Arc<dyn Runner>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("root", &self.registry.root)
+            .field("scheduler", &self.scheduler)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher that runs commands as child processes.
+    pub fn new(registry: Registry, config: DispatcherConfig) -> Result<Self, DispatcherError> {
+        Self::with_runner(registry, config, Arc::new(EngineRunner))
+    }
+
+    /// A dispatcher with its own runner (tests, other engines).
+    pub fn with_runner(
+        registry: Registry,
+        config: DispatcherConfig,
+        runner: Arc<dyn Runner>,
+    ) -> Result<Self, DispatcherError> {
+        let secrets_file = registry.settings.secrets_file.clone().or_else(|| {
+            config
+                .env
+                .get(&OsString::from(SECRETS_FILE_VAR))
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
+        let wanted: Vec<String> = registry
+            .all_tools()
+            .flat_map(|(tool, _)| tool.secrets.iter().cloned())
+            .collect();
+        let secrets = SecretStore::load(secrets_file.as_deref(), &config.env, wanted)?;
+        let scheduler_settings = &registry.settings.scheduler;
+        let global = scheduler_settings
+            .global
+            .unwrap_or_else(Scheduler::default_global);
+        let limits = Limits {
+            global,
+            queue: scheduler_settings.queue.unwrap_or(global * 8),
+            groups: scheduler_settings.groups.clone(),
+        };
+        let registry = Arc::new(registry);
+        let planner = Planner::new(
+            registry.clone(),
+            PlannerConfig {
+                env: config.env,
+                home: config.home,
+                sandbox_prefix: config.sandbox_prefix,
+                apply_patch_prefix: config.apply_patch_prefix,
+                use_cgroup: config.use_cgroup,
+            },
+            secrets,
+            config.sandbox_override,
+        );
+        Ok(Self {
+            registry,
+            planner,
+            scheduler: Scheduler::new(limits),
+            cache: ResultCache::default(),
+            metrics: Arc::new(Metrics::new()),
+            runner,
+        })
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The plan stage every door of this process goes through.
+    pub fn planner(&self) -> &Planner {
+        &self.planner
+    }
+
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// Redacts every known secret from a text (for logs and messages).
+    pub fn redact(&self, text: &str) -> String {
+        redact_text(self.planner.all_secrets(), text)
+    }
+
+    /// Answers one request line (JSON) of `exec`; a malformed line gets a
+    /// `rejected` result.
+    pub async fn handle_line(&self, line: &str) -> NormalizedResult {
+        self.handle_parsed(Request::from_line(line), Door::Exec)
+            .await
+    }
+
+    /// Answers one JSON request of `exec`.
+    pub async fn handle_json(&self, value: &Value) -> NormalizedResult {
+        self.handle_parsed(Request::from_json(value), Door::Exec)
+            .await
+    }
+
+    async fn handle_parsed(
+        &self,
+        parsed: Result<Request, Malformed>,
+        door: Door,
+    ) -> NormalizedResult {
+        match parsed {
+            Ok(request) => self.handle(request, door).await,
+            Err(malformed) => self.finish_refused(
+                malformed.id,
+                malformed.tool,
+                UNKNOWN_TOOL_LABEL,
+                Rejection::rejected(malformed.kind, malformed.message),
+            ),
+        }
+    }
+
+    /// Answers one request from `door`: always a normalized result, never a
+    /// panic or a hang beyond the command's timeout.
+    pub async fn handle(&self, request: Request, door: Door) -> NormalizedResult {
+        match self.planner.plan(&request, door) {
+            Ok(plan) => self.run(request.id, plan).await,
+            Err(rejection) => {
+                let label = match &request.target {
+                    super::Target::Tool { .. } => UNKNOWN_TOOL_LABEL,
+                    super::Target::Command(_) => crate::registry::metrics::RAW_COMMAND_LABEL,
+                    super::Target::ApplyPatch { .. } => super::command::APPLY_PATCH_LABEL,
+                };
+                let tool = request.tool_name().map(str::to_owned);
+                self.finish_refused(request.id, tool, label, rejection)
+            }
+        }
+    }
+
+    /// Runs a plan to its result: the cache, the scheduler, the engine.
+    pub async fn run(&self, id: Option<Value>, plan: super::Plan) -> NormalizedResult {
+        let mut leader = None;
+        if let Some((key, ttl)) = &plan.cache {
+            let shared = match self.cache.lookup(key, *ttl) {
+                Lookup::Hit(hit) => Some(*hit),
+                Lookup::Wait(receiver) => receiver.await.ok(),
+                Lookup::Lead(guard) => {
+                    leader = Some(guard);
+                    None
+                }
+            };
+            if let Some(mut hit) = shared {
+                hit.id = id;
+                hit.cached = true;
+                self.metrics
+                    .record(&plan.label, hit.status, true, Duration::ZERO);
+                return hit;
+            }
+        }
+        let permit = match self.scheduler.acquire(plan.demand.clone()).await {
+            Ok(permit) => permit,
+            Err(busy) => {
+                let mut result = self.finish_refused(
+                    id,
+                    plan.tool.clone(),
+                    &plan.label,
+                    Rejection {
+                        status: Status::Busy,
+                        ..Rejection::rejected(kinds::QUEUE_FULL, busy.to_string())
+                    },
+                );
+                if let Some(error) = &mut result.error {
+                    error.retry_after_ms = Some(busy.retry_after_ms);
+                }
+                return result;
+            }
+        };
+        tracing::debug!(
+            tool = %plan.label,
+            argv = %self.redact(&format!("{:?}", plan.spec.argv)),
+            cwd = %plan.spec.cwd.display(),
+            "starting"
+        );
+        let started = Instant::now();
+        let super::Plan {
+            spec,
+            render,
+            label,
+            tool,
+            cache,
+            report,
+            ..
+        } = plan;
+        let mut result = self.runner.run(spec, render).await;
+        drop(report);
+        drop(permit);
+        result.id = id;
+        result.tool = tool;
+        result.cached = false;
+        self.scrub(&mut result);
+        if let (Some(guard), Some((_, ttl))) = (leader, cache) {
+            let keep = matches!(result.status, Status::Success | Status::Failure);
+            guard.complete(ttl, &result, keep);
+        }
+        self.metrics
+            .record(&label, result.status, false, started.elapsed());
+        tracing::info!(
+            tool = %label,
+            status = ?result.status,
+            exit_code = ?result.exit_code,
+            duration_ms = result.duration_ms,
+            "finished"
+        );
+        result
+    }
+
+    /// Redaction again at the edge: whatever produced the text, no known
+    /// secret leaves in any field.
+    fn scrub(&self, result: &mut NormalizedResult) {
+        if self.planner.all_secrets().is_empty() {
+            return;
+        }
+        result.stdout = self.redact(&result.stdout);
+        result.stderr = self.redact(&result.stderr);
+        if let Some(error) = &mut result.error {
+            error.message = self.redact(&error.message);
+        }
+    }
+
+    /// The result of a refused request, counted and logged.
+    pub fn finish_refused(
+        &self,
+        id: Option<Value>,
+        tool: Option<String>,
+        label: &str,
+        rejection: Rejection,
+    ) -> NormalizedResult {
+        let message = self.redact(&rejection.message);
+        let label = if label == UNKNOWN_TOOL_LABEL {
+            tool.as_deref()
+                .filter(|name| self.registry.lookup(name).is_some())
+                .unwrap_or(UNKNOWN_TOOL_LABEL)
+                .to_owned()
+        } else {
+            label.to_owned()
+        };
+        self.metrics
+            .record(&label, rejection.status, false, Duration::ZERO);
+        tracing::info!(tool = %label, kind = rejection.kind, message = %message, "refused");
+        let tool = tool.map(|t| self.redact(&t));
+        NormalizedResult::refused(id, tool, rejection.status, rejection.kind, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::{RenderOptions, SpawnSpec};
+    use crate::plan::runner::RunFuture;
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    /// Records plans and answers after a delay, without processes.
+    #[derive(Default)]
+    struct FakeRunner {
+        plans: Mutex<Vec<SpawnSpec>>,
+        delay: Duration,
+    }
+
+    impl Runner for FakeRunner {
+        fn run(&self, plan: SpawnSpec, _render: RenderOptions) -> RunFuture<'_> {
+            Box::pin(async move {
+                self.plans.lock().unwrap().push(plan.clone());
+                tokio::time::sleep(self.delay).await;
+                let mut result = NormalizedResult::refused(None, None, Status::Success, "", "");
+                result.error = None;
+                result.exit_code = Some(0);
+                result.stdout = format!("ran {:?}", plan.argv);
+                result
+            })
+        }
+    }
+
+    fn dispatcher(toml: &str, runner: Arc<FakeRunner>) -> (tempfile::TempDir, Dispatcher) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("r.toml");
+        std::fs::write(&file, toml).unwrap();
+        let registry = Registry::load(Some(&file), None, dir.path()).unwrap();
+        let env: BTreeMap<OsString, OsString> = [
+            ("PATH".into(), "/bin".into()),
+            ("TOKEN".into(), "s3cr3t-token".into()),
+        ]
+        .into();
+        let config = DispatcherConfig {
+            env,
+            home: dir.path().join("home"),
+            sandbox_prefix: vec!["/s/agent-reach-sandbox".into()],
+            apply_patch_prefix: vec!["/s/apply_patch".into()],
+            use_cgroup: false,
+            sandbox_override: None,
+        };
+        (
+            dir,
+            Dispatcher::with_runner(registry, config, runner).unwrap(),
+        )
+    }
+
+    const TOOLS: &str = r#"
+[scheduler]
+global = 1
+queue = 2
+[[tools]]
+name = "t"
+command = ["prog", "--n={n}", "{files}"]
+cwd = "project_root"
+risk = "low"
+secrets = ["TOKEN"]
+sandbox = "read-only"
+timeout = 5
+params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type = "list" }]
+"#;
+
+    #[test]
+    fn dispatcher_can_be_shared_across_tasks() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<Dispatcher>();
+        shared::<Request>();
+    }
+
+    #[tokio::test]
+    async fn a_plan_carries_argv_env_secrets_sandbox_and_timeout() {
+        let runner = Arc::new(FakeRunner::default());
+        let (dir, d) = dispatcher(TOOLS, runner.clone());
+        let result = d
+            .handle_json(
+                &json!({"id": 1, "tool": "t", "args": {"files": ["a", "b"]}, "timeout_ms": 60000}),
+            )
+            .await;
+        assert_eq!(result.status, Status::Success, "{result:?}");
+        let plan = runner.plans.lock().unwrap()[0].clone();
+        assert_eq!(plan.argv, ["prog", "--n=3", "a", "b"].map(OsString::from));
+        assert_eq!(
+            plan.env.get(&OsString::from("TOKEN")),
+            Some(&OsString::from("s3cr3t-token"))
+        );
+        assert!(plan.secrets.iter().any(|(n, _)| n == "TOKEN"));
+        assert_eq!(
+            plan.timeout,
+            Some(Duration::from_secs(5)),
+            "a request cannot raise the tool's timeout"
+        );
+        assert_eq!(plan.wrapper[0], "/s/agent-reach-sandbox");
+        assert!(plan.wrapper.contains(&OsString::from("read-only")));
+        assert_eq!(plan.wrapper.last().unwrap(), "--");
+        assert_eq!(plan.cwd, dir.path().canonicalize().unwrap());
+    }
+
+    #[tokio::test]
+    async fn busy_is_answered_in_under_ten_milliseconds() {
+        let runner = Arc::new(FakeRunner {
+            delay: Duration::from_millis(500),
+            ..FakeRunner::default()
+        });
+        let (_dir, d) = dispatcher(TOOLS, runner);
+        let d = Arc::new(d);
+        let mut held = Vec::new();
+        for i in 0..3 {
+            let d = d.clone();
+            held.push(tokio::spawn(async move {
+                d.handle_json(&json!({"id": i, "tool": "t"})).await
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let started = Instant::now();
+        let busy = d.handle_json(&json!({"id": "x", "tool": "t"})).await;
+        let took = started.elapsed();
+        assert_eq!(busy.status, Status::Busy);
+        assert!(took < Duration::from_millis(10), "busy took {took:?}");
+        assert!(busy.error.unwrap().retry_after_ms.unwrap() > 0);
+        for task in held {
+            assert_eq!(task.await.unwrap().status, Status::Success);
+        }
+        let counts = &d.metrics().snapshot()["t"];
+        assert_eq!((counts.runs, counts.busy), (3, 1));
+    }
+
+    #[tokio::test]
+    async fn identical_requests_in_flight_share_one_run() {
+        let toml = "[[tools]]\nname = \"c\"\ncommand = [\"x\"]\ncwd = \"project_root\"\nrisk = \"low\"\ncache_ttl = 60\n";
+        let runner = Arc::new(FakeRunner {
+            delay: Duration::from_millis(200),
+            ..FakeRunner::default()
+        });
+        let (_dir, d) = dispatcher(toml, runner.clone());
+        let d = Arc::new(d);
+        let tasks: Vec<_> = (0..5)
+            .map(|i| {
+                let d = d.clone();
+                tokio::spawn(async move { d.handle_json(&json!({"id": i, "tool": "c"})).await })
+            })
+            .collect();
+        let mut cached = 0;
+        for (i, task) in tasks.into_iter().enumerate() {
+            let result = task.await.unwrap();
+            assert_eq!(result.status, Status::Success);
+            assert_eq!(result.id, Some(json!(i)));
+            cached += usize::from(result.cached);
+        }
+        assert_eq!(
+            runner.plans.lock().unwrap().len(),
+            1,
+            "one run for five identical requests"
+        );
+        assert_eq!(cached, 4);
+        let later = d.handle_json(&json!({"id": "later", "tool": "c"})).await;
+        assert!(later.cached);
+    }
+
+    #[tokio::test]
+    async fn secrets_never_appear_in_messages() {
+        let runner = Arc::new(FakeRunner::default());
+        let (_dir, d) = dispatcher(TOOLS, runner);
+        let result = d
+            .handle_json(&json!({"id": 1, "tool": "t", "args": {"n": "s3cr3t-token"}}))
+            .await;
+        let message = result.error.unwrap().message;
+        assert!(!message.contains("s3cr3t-token") || message.contains("[REDACTED:TOKEN]"));
+        assert!(!message.contains("s3cr3t-token"), "{message}");
+        let unknown = d.handle_json(&json!({"tool": "s3cr3t-token"})).await;
+        assert_eq!(unknown.tool.as_deref(), Some("[REDACTED:TOKEN]"));
+        assert!(!unknown.error.unwrap().message.contains("s3cr3t-token"));
+    }
+}

@@ -1,0 +1,245 @@
+//! The plan stage: the one function every door goes through.
+//!
+//! `run`, `exec --json`/`--jsonl`, every MCP tool and every network listener
+//! turn their request into a [`Request`] and call [`Planner::plan`], which
+//! decides, under the operator's [`OperatorPolicy`], exactly what the engine
+//! runs: argv, working directory, environment (whitelist, tool env,
+//! secrets), sandbox wrapper and its report file, timeout, caps, token
+//! budget, scheduling demand and the risk decision. What comes back is a
+//! [`Plan`] (a [`SpawnSpec`] for [`crate::exec::Execution::spawn`] plus the
+//! rest) or a [`Rejection`] with the contract's `error.kind`.
+//!
+//! How a door uses it:
+//!
+//! ```text
+//! let mut request = Request::command(argv);        // or Request::for_tool(..)
+//! request.workdir = ...; request.env = ...; request.timeout_ms = ...;
+//! request.session = true;                          // a live process (stream, session)
+//! // one-shot: plan, cache, scheduler, engine, normalized result
+//! let result = dispatcher.handle(request, Door::Listener).await;
+//! // live: plan, then the engine
+//! let plan = dispatcher.planner().plan(&request, Door::Listener)?;
+//! let exec = Execution::spawn(plan.spec)?;        // keep plan.report alive with it
+//! ```
+//!
+//! Nothing here starts a process: planning is pure but for reading the
+//! registry's secrets once and checking that directories exist, so every
+//! policy rule is unit-tested without the engine. The [`Dispatcher`] on top
+//! runs one-shot plans (cache, scheduler, engine, normalized result).
+
+pub(crate) mod command;
+pub mod dispatcher;
+pub(crate) mod policy;
+pub mod request;
+pub mod runner;
+pub mod sandbox;
+pub(crate) mod tool;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use dispatcher::{Dispatcher, DispatcherConfig, DispatcherError};
+pub use policy::OperatorPolicy;
+pub use request::{Args, Malformed, Request, Target};
+pub use runner::Runner;
+
+use crate::exec::{RenderOptions, SpawnSpec};
+use crate::registry::cache::CacheKey;
+use crate::registry::model::Risk;
+use crate::registry::secrets::SecretStore;
+use crate::registry::{Registry, kinds};
+use crate::result::Status;
+use crate::scheduler::Demand;
+
+pub use crate::output::render::DEFAULT_MAX_OUTPUT_TOKENS;
+
+/// A tool without `timeout` is killed after this long.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+/// A one-shot raw command without `timeout_ms` is killed after this long
+/// (as `run --timeout-ms`' default).
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `apply_patch` may take before it is killed.
+pub const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Who is asking: decides whose approval counts and whether the operator's
+/// policy governs the request at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Door {
+    /// `agent-reach run`: the local user's own command line. The policy
+    /// does not govern it; its sandbox is its own `--sandbox`.
+    Run,
+    /// `exec --json`/`--jsonl`: a program the operator trusts, so the
+    /// request's `approve` counts.
+    Exec,
+    /// An MCP tool call. The model writes the arguments, so its `approve`
+    /// never counts; `person_approved` is set once a person accepted an
+    /// elicitation for this very call.
+    Mcp { person_approved: bool },
+    /// A network listener without a person (sandboxd, python-runtime,
+    /// swerex): what needs approval is refused.
+    Listener,
+}
+
+/// Everything the engine needs for one command, decided.
+#[derive(Debug)]
+pub struct Plan {
+    /// What to start.
+    pub spec: SpawnSpec,
+    /// How its output is shown.
+    pub render: RenderOptions,
+    /// Its place in the scheduler (one-shot runs).
+    pub demand: Demand,
+    /// How the metrics count it: the tool's name, or the raw-command label.
+    pub label: String,
+    /// The registry tool, when it is one.
+    pub tool: Option<String>,
+    /// A cached result may answer it (tools with `cache_ttl`).
+    pub cache: Option<(CacheKey, Duration)>,
+    /// Removes the sandbox report file when the plan's run is over.
+    pub report: Option<sandbox::ReportGuard>,
+}
+
+/// What a person is asked to approve (MCP elicitation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalAsk {
+    /// `tool NAME` or `a raw command`.
+    pub what: String,
+    /// The command line that would run.
+    pub argv: Vec<String>,
+    /// Where.
+    pub workdir: PathBuf,
+    pub risk: Risk,
+}
+
+/// A request refused before anything ran.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Rejection {
+    /// `rejected`, or `error` when agent-reach itself cannot (a secret
+    /// without a value, a tool's fixed directory missing).
+    pub status: Status,
+    /// The contract's stable `error.kind`.
+    pub kind: &'static str,
+    pub message: String,
+    /// Set when a person's approval would let it run.
+    pub approval: Option<Box<ApprovalAsk>>,
+}
+
+impl Rejection {
+    /// A `rejected` request.
+    pub fn rejected(kind: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status: Status::Rejected,
+            kind,
+            message: message.into(),
+            approval: None,
+        }
+    }
+
+    /// agent-reach cannot run it (`status: error`).
+    pub fn error(kind: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status: Status::Error,
+            kind,
+            message: message.into(),
+            approval: None,
+        }
+    }
+}
+
+/// What the planner needs from the process it runs in.
+#[derive(Debug, Clone)]
+pub struct PlannerConfig {
+    /// Our environment (PATH has the session entry first).
+    pub env: BTreeMap<OsString, OsString>,
+    /// `$AGENT_REACH_HOME` (spill files, sandbox reports).
+    pub home: PathBuf,
+    /// The argv prefix that starts the sandbox personality.
+    pub sandbox_prefix: Vec<OsString>,
+    /// The argv prefix that starts the apply_patch personality.
+    pub apply_patch_prefix: Vec<OsString>,
+    /// A cgroup per command where the machine allows.
+    pub use_cgroup: bool,
+}
+
+/// The plan stage of one process: its policy, its registry, its secrets.
+pub struct Planner {
+    registry: Option<Arc<Registry>>,
+    policy: OperatorPolicy,
+    config: PlannerConfig,
+    secrets: SecretStore,
+    all_secrets: Vec<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Planner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Planner")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Planner {
+    /// A planner for a registry; `sandbox_override` is `serve --sandbox`.
+    pub fn new(
+        registry: Arc<Registry>,
+        config: PlannerConfig,
+        secrets: SecretStore,
+        sandbox_override: Option<crate::sandbox::Policy>,
+    ) -> Self {
+        let policy = OperatorPolicy::from_settings(&registry.settings, &registry.root)
+            .with_sandbox_override(sandbox_override);
+        let all_secrets = secrets.all();
+        Self {
+            registry: Some(registry),
+            policy,
+            config,
+            secrets,
+            all_secrets,
+        }
+    }
+
+    /// The planner of `run`: no registry, the local user's policy.
+    pub fn for_run(config: PlannerConfig, cwd: PathBuf) -> Self {
+        Self {
+            registry: None,
+            policy: OperatorPolicy::local_user(cwd),
+            config,
+            secrets: SecretStore::default(),
+            all_secrets: Vec::new(),
+        }
+    }
+
+    /// The operator's policy in force.
+    pub fn policy(&self) -> &OperatorPolicy {
+        &self.policy
+    }
+
+    /// The registry, when there is one.
+    pub fn registry(&self) -> Option<&Arc<Registry>> {
+        self.registry.as_ref()
+    }
+
+    /// Every secret value, for redaction.
+    pub fn all_secrets(&self) -> &[(String, Vec<u8>)] {
+        &self.all_secrets
+    }
+
+    /// The one function: a request from `door` becomes a plan or a rejection.
+    pub fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
+        match &request.target {
+            Target::Tool { name, args } => match &self.registry {
+                Some(registry) => tool::plan_tool(self, registry, request, name, args, door),
+                None => Err(Rejection::rejected(
+                    kinds::UNKNOWN_TOOL,
+                    format!("no tool named {name:?}: this door has no registry"),
+                )),
+            },
+            Target::Command(argv) => command::plan_command(self, request, argv, door),
+            Target::ApplyPatch { input } => command::plan_apply_patch(self, request, input),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Planning a registry tool: availability under the profile and policy,
+//! parameters validated and expanded into the argv, the tool's directory,
+//! its environment and secrets, timeout, sandbox, cache and scheduling.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::command::caller_cwd;
+use super::sandbox::{self, Confinement};
+use super::{
+    ApprovalAsk, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_TIMEOUT, Door, Plan, Planner, Rejection,
+    Request,
+};
+use crate::exec::{RenderOptions, SpawnSpec};
+use crate::registry::cache::CacheKey;
+use crate::registry::confine::confine;
+use crate::registry::env::child_env;
+use crate::registry::model::{CwdPolicy, ToolSpec};
+use crate::registry::params::{PathContext, expand, validate_extra, validate_named};
+use crate::registry::{Availability, Registry, kinds};
+use crate::scheduler::Demand;
+
+use super::request::Args;
+
+/// A registry tool from `door`.
+pub fn plan_tool(
+    planner: &Planner,
+    registry: &Registry,
+    request: &Request,
+    name: &str,
+    args: &Args,
+    door: Door,
+) -> Result<Plan, Rejection> {
+    let Some((tool, availability)) = registry.lookup(name) else {
+        let known: Vec<&str> = registry.tools().map(|t| t.name.as_str()).take(30).collect();
+        return Err(Rejection::rejected(
+            kinds::UNKNOWN_TOOL,
+            format!("no tool named {name:?} (tools: {})", known.join(", ")),
+        ));
+    };
+    let label = tool.name.as_str();
+    match availability {
+        Availability::Available => {}
+        Availability::DeniedByProfile(why) => {
+            return Err(Rejection::rejected(kinds::DENIED_BY_PROFILE, why.clone()));
+        }
+        Availability::DeniedByPolicy(why) => {
+            return Err(Rejection::rejected(kinds::DENIED_BY_POLICY, why.clone()));
+        }
+    }
+    let cwd = tool_cwd(registry, tool, request.workdir.as_deref())?;
+    let paths = PathContext {
+        root: &registry.root,
+        cwd: &cwd,
+    };
+    let empty = serde_json::Map::new();
+    let (named, extra): (&serde_json::Map<String, Value>, &[String]) = match args {
+        Args::Named(map) => (map, &[]),
+        Args::List(list) => (&empty, list),
+    };
+    let values = validate_named(tool, named, paths)
+        .map_err(|why| Rejection::rejected(kinds::INVALID_PARAMS, why))?;
+    validate_extra(tool, extra).map_err(|why| Rejection::rejected(kinds::INVALID_PARAMS, why))?;
+    let words = expand(tool, &values, extra);
+    let policy = &planner.policy;
+    let sandbox = policy.sandbox_for(request.sandbox, tool.sandbox)?;
+    let ask = ApprovalAsk {
+        what: format!("tool {label}"),
+        argv: words.clone(),
+        workdir: cwd.clone(),
+        risk: tool.risk,
+    };
+    policy.check_approval(ask, door, request.approve)?;
+    let argv: Vec<OsString> = words.into_iter().map(OsString::from).collect();
+    let mut secrets = Vec::new();
+    for secret in &tool.secrets {
+        match planner.secrets.get(secret) {
+            Some(value) => secrets.push((secret.clone(), value.to_vec())),
+            None => {
+                return Err(Rejection::error(
+                    kinds::SECRET_UNAVAILABLE,
+                    format!(
+                        "tool {label} needs secret {secret}, which is set neither in the secrets file nor in the server's environment"
+                    ),
+                ));
+            }
+        }
+    }
+    let tty = request.tty.unwrap_or(tool.interactive);
+    let tag = crate::exec::new_session_tag();
+    let env = child_env(
+        &planner.config.env,
+        &tool.env,
+        &registry.settings.env,
+        &secrets,
+        tty,
+        &tag,
+    );
+    let tool_timeout = tool.timeout.unwrap_or(DEFAULT_TOOL_TIMEOUT);
+    let timeout = match request.timeout_ms {
+        Some(ms) if ms > 0 => Duration::from_millis(ms).min(tool_timeout),
+        _ => tool_timeout,
+    };
+    let cache = tool.cache_ttl.map(|ttl| {
+        (
+            CacheKey {
+                tool: tool.name.clone(),
+                argv: argv.clone(),
+                cwd: cwd.clone(),
+                tty,
+            },
+            ttl,
+        )
+    });
+    let mut all_secrets = planner.all_secrets.clone();
+    all_secrets.extend(secrets);
+    let mut spec = SpawnSpec::new(argv, cwd.clone(), env, planner.config.home.clone());
+    spec.session_tag = tag;
+    spec.tty = tty;
+    spec.timeout = Some(timeout);
+    spec.secrets = all_secrets;
+    spec.use_cgroup = planner.config.use_cgroup;
+    let report = match sandbox {
+        Some(sandboxed) => {
+            let confinement = Confinement {
+                policy: sandboxed,
+                network: policy.network_for(tool.network),
+                writable_roots: policy.writable_roots.clone(),
+                best_effort: policy.best_effort,
+            };
+            let (wrapper, report) =
+                sandbox::wrapper(&planner.config, &confinement, &cwd, &spec.session_tag)?;
+            spec.wrapper = wrapper;
+            spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
+            report
+        }
+        None => None,
+    };
+    Ok(Plan {
+        spec,
+        render: RenderOptions {
+            max_output_tokens: request
+                .max_output_tokens
+                .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+            keep_color: false,
+        },
+        demand: Demand {
+            group: tool.group.clone(),
+            exclusive: tool.exclusive.clone(),
+            priority: request.priority,
+        },
+        label: label.to_owned(),
+        tool: Some(tool.name.clone()),
+        cache,
+        report,
+    })
+}
+
+/// The directory a tool runs in, by its `cwd` policy.
+fn tool_cwd(
+    registry: &Registry,
+    tool: &ToolSpec,
+    workdir: Option<&Path>,
+) -> Result<PathBuf, Rejection> {
+    let root = &registry.root;
+    let label = tool.name.as_str();
+    let fixed = match &tool.cwd {
+        CwdPolicy::Caller => {
+            return match workdir {
+                Some(workdir) => caller_cwd(root, workdir),
+                None => Ok(root.clone()),
+            };
+        }
+        CwdPolicy::ProjectRoot => root.clone(),
+        CwdPolicy::Fixed(path) => {
+            let dir = root.join(path);
+            dir.canonicalize()
+                .ok()
+                .filter(|d| d.is_dir())
+                .ok_or_else(|| {
+                    Rejection::error(
+                        kinds::INVALID_WORKDIR,
+                        format!(
+                            "tool {label} runs in {}, which is not an existing directory",
+                            dir.display()
+                        ),
+                    )
+                })?
+        }
+    };
+    if let Some(workdir) = workdir {
+        let asked = confine(root, root, workdir).ok();
+        if asked.as_deref() != Some(fixed.as_path()) {
+            return Err(Rejection::rejected(
+                kinds::INVALID_WORKDIR,
+                format!(
+                    "tool {label} always runs in {} (cwd = {}); leave out workdir",
+                    fixed.display(),
+                    tool.cwd
+                ),
+            ));
+        }
+    }
+    Ok(fixed)
+}
