@@ -39,7 +39,8 @@ use super::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
 use super::workspace::fs::Node;
 use super::workspace::upload::{UploadError, blocking, write_stream};
 use super::workspace::{EntryKind, Workspace, WorkspaceError};
-use crate::registry::{Dispatcher, kinds};
+use crate::plan::Dispatcher;
+use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
 
 /// The command timeout when `/execute` gives none (the original's

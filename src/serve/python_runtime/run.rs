@@ -1,16 +1,13 @@
 //! `POST /execute`'s command, through the one plan stage: the shell line
 //! becomes a raw command request of the listener door, under the
-//! operator's policy (raw commands off: refused), run by the engine.
-//!
-//! This is the only place the module meets the dispatcher, so the switch
-//! to the plan stage's `run_command(req, Door::Listener)` is one edit here.
+//! operator's policy (raw commands off, or anything needing approval:
+//! refused), run one-shot by the dispatcher (scheduler, engine, result).
 
+use std::ffi::OsString;
 use std::time::Duration;
 
-use crate::registry::Dispatcher;
-use crate::registry::request::{Request, Target};
+use crate::plan::{Dispatcher, Door, Request};
 use crate::result::NormalizedResult;
-use crate::scheduler::Priority;
 
 /// The shell a command line runs under (what the published SDK says the
 /// runtime does: `/bin/sh -c LINE`).
@@ -23,20 +20,16 @@ pub(crate) async fn run_line(
     line: &str,
     timeout: Duration,
 ) -> NormalizedResult {
-    let request = Request {
-        id: None,
-        target: Target::Command(vec![SHELL.to_owned(), "-c".to_owned(), line.to_owned()]),
-        workdir: None,
-        timeout_ms: Some(
-            u64::try_from(timeout.as_millis())
-                .unwrap_or(u64::MAX)
-                .max(1),
-        ),
-        tty: Some(false),
-        priority: Priority::Normal,
-        // A listener has no person behind it: what needs approval is refused.
-        approve: false,
-        max_output_tokens: None,
-    };
-    dispatcher.handle(request).await
+    let mut request = Request::command(vec![
+        OsString::from(SHELL),
+        OsString::from("-c"),
+        OsString::from(line),
+    ]);
+    request.timeout_ms = Some(
+        u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1),
+    );
+    request.tty = Some(false);
+    dispatcher.handle(request, Door::Listener).await
 }
