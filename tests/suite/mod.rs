@@ -8,8 +8,10 @@ pub mod exec_json;
 mod output;
 mod path_guard;
 mod policy;
+mod python_runtime;
 mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
+mod sandboxd_rest;
 mod scheduler;
 mod serve;
