@@ -3,7 +3,8 @@
 //! `agent-reach-sandbox` installs ready-made filters instead of parsing and
 //! compiling JSON on every start (about 90 µs of its hot path), each with a
 //! binary-search fast path in front (see `seccomp_fast_path`); and turns the
-//! Landlock rule file `sandbox/landlock.toml` into code (see `rule_file`).
+//! Landlock rule file `sandbox/landlock.toml` into code (see `rule_file`);
+//! and compiles the gRPC definitions under `proto/` (see `compile_protos`).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -33,6 +34,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/sandbox/rule_file.rs");
     println!("cargo:rerun-if-changed=sandbox/landlock.toml");
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default());
+    compile_protos(&out_dir);
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let target_arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let arch = match (target_os.as_str(), target_arch.as_str()) {
@@ -88,4 +90,23 @@ fn main() {
     let dest = out_dir.join("rule_file.rs");
     std::fs::write(&dest, rules.to_rust())
         .unwrap_or_else(|err| panic!("{}: {err}", dest.display()));
+}
+
+/// The gRPC definitions of the network listeners, parsed by protox (no
+/// system `protoc`) and turned into prost messages and tonic services, the
+/// server for `serve` and the client for the tests and the benchmark.
+const PROTO_FILES: &[&str] = &["proto/process/v1/process.proto"];
+
+fn compile_protos(out_dir: &std::path::Path) {
+    for file in PROTO_FILES {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let descriptors =
+        protox::compile(PROTO_FILES, ["proto"]).unwrap_or_else(|err| panic!("proto/: {err}"));
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .out_dir(out_dir)
+        .compile_fds(descriptors)
+        .unwrap_or_else(|err| panic!("proto/: {err}"));
 }

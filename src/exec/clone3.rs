@@ -49,6 +49,7 @@ pub(super) struct CloneArgs {
 pub struct Cloned {
     pub pid: i32,
     pub pidfd: OwnedFd,
+    pub stdin: Option<OwnedFd>,
     pub stdout: Option<OwnedFd>,
     pub stderr: Option<OwnedFd>,
 }
@@ -129,13 +130,19 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
     envp_ptrs.push(std::ptr::null());
 
     // The child's ends are closed in the parent when these drop.
-    let (child_stdin, child_stdout, child_stderr, our_stdout, our_stderr, tty);
+    let (child_stdin, child_stdout, child_stderr, our_stdin, our_stdout, our_stderr, tty);
     match &request.stdio {
-        ChildStdio::Pipes => {
-            let null = std::fs::File::open("/dev/null").map_err(failed)?;
+        ChildStdio::Pipes { stdin_pipe } => {
+            if *stdin_pipe {
+                let (in_read, in_write) = pipe().map_err(failed)?;
+                child_stdin = in_read;
+                our_stdin = Some(in_write);
+            } else {
+                child_stdin = OwnedFd::from(std::fs::File::open("/dev/null").map_err(failed)?);
+                our_stdin = None;
+            }
             let (out_read, out_write) = pipe().map_err(failed)?;
             let (err_read, err_write) = pipe().map_err(failed)?;
-            child_stdin = OwnedFd::from(null);
             child_stdout = out_write;
             child_stderr = err_write;
             our_stdout = Some(out_read);
@@ -146,6 +153,7 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
             child_stdin = slave.try_clone().map_err(failed)?;
             child_stdout = slave.try_clone().map_err(failed)?;
             child_stderr = slave.try_clone().map_err(failed)?;
+            our_stdin = None;
             our_stdout = None;
             our_stderr = None;
             tty = true;
@@ -241,6 +249,7 @@ pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned,
     Ok(Cloned {
         pid,
         pidfd,
+        stdin: our_stdin,
         stdout: our_stdout,
         stderr: our_stderr,
     })

@@ -72,6 +72,9 @@ pub enum ExecError {
         #[source]
         source: std::io::Error,
     },
+    /// Resizing a command that runs on pipes, or its terminal refused.
+    #[error("process {pid} has no terminal to resize")]
+    NoTerminal { pid: u32 },
 }
 
 impl ExecError {
@@ -89,7 +92,8 @@ impl ExecError {
             | ExecError::Watch { .. }
             | ExecError::StdinClosed { .. }
             | ExecError::Exited { .. }
-            | ExecError::StdinWrite { .. } => exit_code::INTERNAL,
+            | ExecError::StdinWrite { .. }
+            | ExecError::NoTerminal { .. } => exit_code::INTERNAL,
         }
     }
 
@@ -108,6 +112,7 @@ impl ExecError {
             ExecError::StdinClosed { .. } => "stdin_closed",
             ExecError::Exited { .. } => "exited",
             ExecError::StdinWrite { .. } => "stdin_write",
+            ExecError::NoTerminal { .. } => "no_terminal",
         }
     }
 }

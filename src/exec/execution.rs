@@ -24,6 +24,7 @@ use super::resolve;
 use super::spawner::{self, ChildStdio, ForkRequest};
 use super::spec::SpawnSpec;
 use super::state::{Captures, ExitInfo, Shared, State, StreamKind};
+use super::tap::{Attach, TapWriter};
 
 /// After the command exits, how long output may still arrive before what
 /// is left of its process tree is killed (then the drain bound applies).
@@ -32,9 +33,6 @@ pub const EXIT_SETTLE: Duration = Duration::from_millis(50);
 /// The pump's stack: it keeps its read buffer on the heap and calls no deep
 /// code, so a small stack saves mapping and faulting the default 2 MiB.
 const PUMP_STACK_BYTES: usize = 256 * 1024;
-
-/// How long a write to a PTY may wait for the command to read.
-pub const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The pump of an [`Execution::spawn_inline`] execution, to run on the
 /// caller's thread.
@@ -95,7 +93,13 @@ impl Execution {
     /// Starts the command. Fails with a clear error (and the exit code for
     /// it) when the working directory or the program is unusable.
     pub fn spawn(spec: SpawnSpec) -> Result<Execution, ExecError> {
-        let (execution, job) = Self::start(spec, None, false)?;
+        Self::spawn_attached(spec, Attach::default())
+    }
+
+    /// [`spawn`](Self::spawn) with the caller attached to the command's
+    /// stdio (a tap of its output, a stdin pipe, the PTY's size).
+    pub fn spawn_attached(spec: SpawnSpec, attach: Attach) -> Result<Execution, ExecError> {
+        let (execution, job) = Self::start(spec, None, false, attach)?;
         // The pump starts after the fork: creating a thread costs the caller
         // more than a trivial command's exec leaves idle, and here it
         // overlaps the command's start instead of delaying it.
@@ -123,7 +127,7 @@ impl Execution {
         spec: SpawnSpec,
         interrupt: Option<OwnedFd>,
     ) -> Result<(Execution, InlinePump), ExecError> {
-        let (execution, job) = Self::start(spec, interrupt, true)?;
+        let (execution, job) = Self::start(spec, interrupt, true, Attach::default())?;
         Ok((execution, InlinePump { job }))
     }
 
@@ -131,6 +135,7 @@ impl Execution {
         spec: SpawnSpec,
         interrupt: Option<OwnedFd>,
         inline: bool,
+        attach: Attach,
     ) -> Result<(Execution, pump::Job), ExecError> {
         let Some(program_name) = spec.argv.first().cloned() else {
             return Err(ExecError::EmptyCommand);
@@ -155,13 +160,19 @@ impl Execution {
             None
         };
         let (stdio, master) = if spec.tty {
-            let pair = pty::open().map_err(|source| ExecError::Pty {
+            let (cols, rows) = attach.pty_size.unwrap_or((pty::COLUMNS, pty::ROWS));
+            let pair = pty::open(cols, rows).map_err(|source| ExecError::Pty {
                 program: program_name.clone(),
                 source,
             })?;
             (ChildStdio::Pty(pair.slave), Some(pair.master))
         } else {
-            (ChildStdio::Pipes, None)
+            (
+                ChildStdio::Pipes {
+                    stdin_pipe: attach.stdin_pipe,
+                },
+                None,
+            )
         };
         let forked = spawner::fork_exec(ForkRequest {
             program,
@@ -184,7 +195,8 @@ impl Execution {
             sources.push(Source {
                 fd: master,
                 kind: StreamKind::Stdout,
-                crlf: Some(CrlfNormalizer::default()),
+                // A tap gets what the terminal wrote, line ends included.
+                crlf: attach.tap.is_none().then(CrlfNormalizer::default),
                 pipe_capacity: 0,
             });
         }
@@ -203,6 +215,9 @@ impl Execution {
                 });
             }
         }
+        if let Some(fd) = &forked.stdin {
+            pty::set_nonblocking(fd).map_err(watch_error)?;
+        }
         let (wake_tx, wake_rx) = UnixStream::pair().map_err(watch_error)?;
         wake_tx.set_nonblocking(true).map_err(watch_error)?;
         wake_rx.set_nonblocking(true).map_err(watch_error)?;
@@ -217,6 +232,7 @@ impl Execution {
             drain: spec.drain,
             cgroup,
             pty_master,
+            stdin: Mutex::new(forked.stdin),
             state: Mutex::new(State {
                 keep_for_matching: spec.merge_output || spec.tty,
                 ..State::new(captures_for(&spec))
@@ -238,6 +254,7 @@ impl Execution {
             timeout_at,
             interrupt,
             supervise: inline,
+            tap: attach.tap.map(|tap| TapWriter::new(tap, &spec.secrets)),
         };
         let execution = Execution {
             owner: Arc::new(Owner {
@@ -377,20 +394,6 @@ impl Execution {
     /// when nothing is spilled.
     pub fn spill_path(&self) -> Option<std::path::PathBuf> {
         self.shared().lock().captures.merged_spill_path()
-    }
-
-    /// Writes to the command's terminal. On pipes stdin is /dev/null and
-    /// this fails with [`ExecError::StdinClosed`].
-    pub fn write_stdin(&self, bytes: &[u8]) -> Result<(), ExecError> {
-        let pid = self.pid();
-        let Some(master) = &self.shared().pty_master else {
-            return Err(ExecError::StdinClosed { pid });
-        };
-        if self.exit_info().is_some() {
-            return Err(ExecError::Exited { pid });
-        }
-        write_all_bounded(master, bytes, STDIN_WRITE_TIMEOUT)
-            .map_err(|source| ExecError::StdinWrite { pid, source })
     }
 
     /// The process group in the foreground of the PTY (a shell's current
@@ -552,38 +555,6 @@ fn floor_char_boundary(bytes: &[u8], mut index: usize) -> usize {
         index -= 1;
     }
     index
-}
-
-fn write_all_bounded(fd: &OwnedFd, mut bytes: &[u8], limit: Duration) -> std::io::Result<()> {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use std::os::fd::AsFd;
-    let deadline = Instant::now() + limit;
-    while !bytes.is_empty() {
-        // SAFETY: writing from a slice we hold to a descriptor we own.
-        let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
-        if n > 0 {
-            bytes = &bytes[n as usize..];
-            continue;
-        }
-        let err = std::io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EAGAIN) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the command did not read its input in time",
-                    ));
-                }
-                let millis = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
-                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLOUT)];
-                let _ = poll(&mut fds, PollTimeout::from(millis));
-            }
-            Some(libc::EINTR) => {}
-            _ => return Err(err),
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@
 //! attributed, killed and reaped (with several executions running, at
 //! their end or at the last [`kill_orphans`]).
 
+pub mod attached;
 pub mod blocking;
 pub mod cgroup;
 pub mod clone3;
@@ -39,6 +40,7 @@ pub mod spawner;
 pub mod spec;
 pub mod state;
 pub mod tail_ring;
+pub mod tap;
 
 pub use completed::Completed;
 pub use env::{SESSION_VAR, child_env};
@@ -49,3 +51,4 @@ pub use kill::{KillReport, kill_orphans};
 pub use spawner::{KnownChildGuard, claim_all_children, reap_orphans};
 pub use spec::{OutputLimits, SpawnSpec, new_session_tag};
 pub use state::ExitInfo;
+pub use tap::{Attach, DEFAULT_TAP_CHUNKS, TapChunk, TapReceiver, output_tap};

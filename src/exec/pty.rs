@@ -20,12 +20,12 @@ pub struct PtyPair {
     pub slave: OwnedFd,
 }
 
-/// Opens a PTY pair with our window size, both ends close-on-exec, and the
-/// master non-blocking.
-pub fn open() -> std::io::Result<PtyPair> {
+/// Opens a PTY pair of this window size (default [`COLUMNS`] x [`ROWS`]),
+/// both ends close-on-exec, and the master non-blocking.
+pub fn open(cols: u16, rows: u16) -> std::io::Result<PtyPair> {
     let size = nix::pty::Winsize {
-        ws_row: ROWS,
-        ws_col: COLUMNS,
+        ws_row: rows,
+        ws_col: cols,
         ws_xpixel: 0,
         ws_ypixel: 0,
     };
@@ -52,6 +52,22 @@ pub fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
     fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(std::io::Error::from)?;
+    Ok(())
+}
+
+/// Gives the terminal behind `master` a new window size (the kernel sends
+/// SIGWINCH to its foreground group).
+pub fn resize(master: &OwnedFd, cols: u16, rows: u16) -> std::io::Result<()> {
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads a winsize we own from a valid descriptor.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSWINSZ, &size) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
     Ok(())
 }
 
@@ -138,7 +154,7 @@ mod tests {
 
     #[test]
     fn opens_a_pty_with_our_size() {
-        let pair = open().unwrap();
+        let pair = open(COLUMNS, ROWS).unwrap();
         let mut size: libc::winsize = unsafe { std::mem::zeroed() };
         let rc = unsafe { libc::ioctl(pair.slave.as_raw_fd(), libc::TIOCGWINSZ, &mut size) };
         assert_eq!(rc, 0);

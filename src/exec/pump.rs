@@ -22,6 +22,7 @@ use super::execution::EXIT_SETTLE;
 use super::interrupt::read_signal;
 use super::pty::CrlfNormalizer;
 use super::state::{ExitInfo, Shared, StreamKind};
+use super::tap::TapWriter;
 
 /// Bytes read per `read` call. A pipe read holds the pipe's lock while it
 /// copies, and the writer spins on that lock meanwhile; cat's 128 KiB keeps
@@ -90,6 +91,9 @@ pub struct Job {
     /// was read while the command runs or when output stays open
     /// [`EXIT_SETTLE`] after the exit.
     pub supervise: bool,
+    /// The caller's tap: output goes there instead of the captures, and
+    /// while it is full no output is read (see [`super::tap`]).
+    pub tap: Option<TapWriter>,
 }
 
 impl Job {
@@ -104,6 +108,7 @@ impl Job {
             timeout_at,
             mut interrupt,
             supervise,
+            mut tap,
         } = self;
         let mut clean_up_started = !supervise;
         // When a supervising pump kills what keeps the output open after the
@@ -116,7 +121,7 @@ impl Job {
         let mut total_read: u64 = 0;
         loop {
             if shared.lock().stop_reading && !sources.is_empty() {
-                finish_sources(&shared, &mut sources);
+                finish_sources(&shared, &mut sources, &mut tap);
             }
             if exited && sources.is_empty() {
                 break;
@@ -138,9 +143,15 @@ impl Job {
                 pidfd.as_ref(),
                 &wake,
                 interrupt.as_ref(),
+                tap.as_ref(),
                 exited,
                 wait_limit,
             );
+            if let Some(tap) = tap.as_mut()
+                && tap.is_blocked()
+            {
+                tap.retry();
+            }
             let mut interrupted_now = false;
             if interrupt_ready && let Some(fd) = interrupt.as_ref() {
                 match read_signal(fd.as_fd()) {
@@ -164,7 +175,7 @@ impl Job {
                 // Empty the pipe (within a bound, fair to the other stream):
                 // after a pause it holds several reads' worth.
                 let (source_read, gone) =
-                    read_available(&shared, source, &mut buf, ROUND_READ_LIMIT);
+                    read_available(&shared, source, &mut buf, ROUND_READ_LIMIT, &mut tap);
                 if gone {
                     closed.push(index);
                 }
@@ -178,13 +189,13 @@ impl Job {
             if flooding && may_pause && closed.is_empty() && !exited {
                 std::thread::sleep(FLOOD_PAUSE);
             }
-            close_sources(&shared, &mut sources, closed);
+            close_sources(&shared, &mut sources, closed, &mut tap);
             if wake_ready {
                 let mut sink = [0u8; 64];
                 while matches!((&wake).read(&mut sink), Ok(n) if n > 0) {}
             }
             if !exited && (pid_ready || pidfd.is_none()) {
-                exited = collect_exit(&shared, &mut sources, &mut buf);
+                exited = collect_exit(&shared, &mut sources, &mut buf, &mut tap);
                 if exited {
                     pidfd = None;
                     settle_at = Some(Instant::now() + EXIT_SETTLE);
@@ -195,6 +206,10 @@ impl Job {
                 start_kill(&shared, false);
             }
         }
+        if let Some(tap) = tap.as_mut() {
+            flush_tap(&shared, tap);
+        }
+        drop(tap);
         let mut state = shared.lock();
         state.captures.finish();
         state.output_done = true;
@@ -234,13 +249,24 @@ fn wait_ready(
     pidfd: Option<&OwnedFd>,
     wake: &UnixStream,
     interrupt: Option<&OwnedFd>,
+    tap: Option<&TapWriter>,
     exited: bool,
     until: Option<Instant>,
 ) -> (Vec<bool>, bool, bool, bool) {
-    let mut fds: Vec<PollFd> = sources
-        .iter()
-        .map(|s| PollFd::new(s.fd.as_fd(), PollFlags::POLLIN))
-        .collect();
+    // A full tap: the sources are not watched (their data waits in the
+    // pipe; a closed one would report POLLHUP at once), the tap's wake-up is.
+    let held_back = tap.is_some_and(TapWriter::is_blocked);
+    let mut fds: Vec<PollFd> = if held_back {
+        Vec::new()
+    } else {
+        sources
+            .iter()
+            .map(|s| PollFd::new(s.fd.as_fd(), PollFlags::POLLIN))
+            .collect()
+    };
+    if let Some(tap) = tap.filter(|_| held_back) {
+        fds.push(PollFd::new(tap.wake_fd(), PollFlags::POLLIN));
+    }
     let pid_index = match pidfd {
         Some(fd) if !exited => {
             fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
@@ -271,19 +297,34 @@ fn wait_ready(
             r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
         })
     };
-    let ready = fds[..sources.len()].iter().map(hit).collect();
+    let ready = if held_back {
+        vec![false; sources.len()]
+    } else {
+        fds[..sources.len()].iter().map(hit).collect()
+    };
     let pid_ready = pid_index.is_some_and(|i| hit(&fds[i]));
     let interrupt_ready = interrupt_index.is_some_and(|i| hit(&fds[i]));
     (ready, pid_ready, hit(&fds[wake_index]), interrupt_ready)
 }
 
-fn read_once(shared: &Shared, source: &mut Source, buf: &mut [u8]) -> ReadOutcome {
+fn read_once(
+    shared: &Shared,
+    source: &mut Source,
+    buf: &mut [u8],
+    tap: &mut Option<TapWriter>,
+) -> ReadOutcome {
     let fd: BorrowedFd<'_> = source.fd.as_fd();
     // SAFETY: reading into a buffer we own, from a descriptor we own.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     if n > 0 {
         let n = n as usize;
-        deliver(shared, source, &buf[..n]);
+        match tap.as_mut() {
+            Some(tap) => {
+                tap.push(source.kind, &buf[..n]);
+                shared.lock().last_output_at = Some(Instant::now());
+            }
+            None => deliver(shared, source, &buf[..n]),
+        }
         return ReadOutcome::Data(n);
     }
     if n == 0 {
@@ -303,10 +344,11 @@ fn read_available(
     source: &mut Source,
     buf: &mut [u8],
     limit: usize,
+    tap: &mut Option<TapWriter>,
 ) -> (usize, bool) {
     let mut read = 0;
-    while read < limit {
-        match read_once(shared, source, buf) {
+    while read < limit && !tap.as_ref().is_some_and(TapWriter::is_blocked) {
+        match read_once(shared, source, buf, tap) {
             ReadOutcome::Data(n) => read += n,
             ReadOutcome::WouldBlock => break,
             ReadOutcome::Closed => return (read, true),
@@ -341,17 +383,38 @@ fn deliver(shared: &Shared, source: &mut Source, bytes: &[u8]) {
     }
 }
 
-fn close_sources(shared: &Shared, sources: &mut Vec<Source>, mut closed: Vec<usize>) {
+fn close_sources(
+    shared: &Shared,
+    sources: &mut Vec<Source>,
+    mut closed: Vec<usize>,
+    tap: &mut Option<TapWriter>,
+) {
     closed.sort_unstable();
     for index in closed.into_iter().rev() {
         let mut source = sources.remove(index);
         flush_normalizer(shared, &mut source);
+        if let Some(tap) = tap.as_mut() {
+            tap.finish_stream(source.kind);
+        }
     }
 }
 
-fn finish_sources(shared: &Shared, sources: &mut Vec<Source>) {
+fn finish_sources(shared: &Shared, sources: &mut Vec<Source>, tap: &mut Option<TapWriter>) {
     for mut source in sources.drain(..) {
         flush_normalizer(shared, &mut source);
+        if let Some(tap) = tap.as_mut() {
+            tap.finish_stream(source.kind);
+        }
+    }
+}
+
+/// The output is over: the tap's last chunk is handed over while the
+/// receiver takes it, until the drain bound stops reading.
+fn flush_tap(shared: &Shared, tap: &mut TapWriter) {
+    while tap.is_blocked() && !shared.lock().stop_reading {
+        let mut fds = [PollFd::new(tap.wake_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(TICK_MS));
+        tap.retry();
     }
 }
 
@@ -364,7 +427,12 @@ fn flush_normalizer(shared: &Shared, source: &mut Source) {
 }
 
 /// Reads what is already in the pipes, then reaps the child if it exited.
-fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> bool {
+fn collect_exit(
+    shared: &Shared,
+    sources: &mut Vec<Source>,
+    buf: &mut [u8],
+    tap: &mut Option<TapWriter>,
+) -> bool {
     // SAFETY: WNOHANG|WNOWAIT only peeks at our own child's state.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let peek = unsafe {
@@ -387,13 +455,14 @@ fn collect_exit(shared: &Shared, sources: &mut Vec<Source>, buf: &mut [u8]) -> b
             source,
             buf,
             FINAL_READ_LIMIT.saturating_sub(read_total),
+            tap,
         );
         read_total += read;
         if gone {
             closed.push(index);
         }
     }
-    close_sources(shared, sources, closed);
+    close_sources(shared, sources, closed, tap);
     // Not reaped yet: while the zombie exists its pid, which is also the
     // process group id, cannot be reused, so signalling the group during
     // the clean-up can never hit a stranger. `Shared::reap_main` reaps it.

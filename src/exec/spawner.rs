@@ -115,8 +115,10 @@ fn reap_among(pids: &[i32], unknown: &[i32]) -> usize {
 /// The stdio a child gets.
 #[derive(Debug)]
 pub enum ChildStdio {
-    /// stdin /dev/null, stdout and stderr piped to us.
-    Pipes,
+    /// stdout and stderr piped to us; stdin /dev/null, or a pipe from us
+    /// when `stdin_pipe` (a caller attached to the command, see
+    /// [`crate::exec::Attach`]).
+    Pipes { stdin_pipe: bool },
     /// All three on this PTY slave, which becomes the controlling terminal.
     Pty(std::os::fd::OwnedFd),
 }
@@ -150,6 +152,8 @@ pub struct Forked {
     pub pid: i32,
     /// Its pidfd, when clone3 made one.
     pub pidfd: Option<OwnedFd>,
+    /// The write end of its stdin pipe, when one was asked for.
+    pub stdin: Option<OwnedFd>,
     pub stdout: Option<OwnedFd>,
     pub stderr: Option<OwnedFd>,
     pub known: KnownChildGuard,
@@ -222,6 +226,7 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
                 return Ok(Forked {
                     pid: cloned.pid,
                     pidfd: Some(cloned.pidfd),
+                    stdin: cloned.stdin,
                     stdout: cloned.stdout,
                     stderr: cloned.stderr,
                     known: KnownChildGuard { pid: cloned.pid },
@@ -248,9 +253,13 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
         .envs(&request.env)
         .current_dir(&request.cwd);
     let tty = match request.stdio {
-        ChildStdio::Pipes => {
+        ChildStdio::Pipes { stdin_pipe } => {
             command
-                .stdin(Stdio::null())
+                .stdin(if stdin_pipe {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
             false
@@ -281,6 +290,7 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     Ok(Forked {
         pid,
         pidfd: None,
+        stdin: child.stdin.take().map(OwnedFd::from),
         stdout: child.stdout.take().map(OwnedFd::from),
         stderr: child.stderr.take().map(OwnedFd::from),
         known: KnownChildGuard { pid },
@@ -339,7 +349,7 @@ mod tests {
             argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
             cwd: "/".into(),
             env: Default::default(),
-            stdio: ChildStdio::Pipes,
+            stdio: ChildStdio::Pipes { stdin_pipe: false },
             cgroup: None,
         })
         .unwrap();
@@ -369,7 +379,7 @@ mod tests {
                 argv: vec!["sh".into(), "-c".into(), script.into()],
                 cwd: "/".into(),
                 env: Default::default(),
-                stdio: ChildStdio::Pipes,
+                stdio: ChildStdio::Pipes { stdin_pipe: false },
                 cgroup: None,
             })
             .unwrap();

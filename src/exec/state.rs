@@ -249,6 +249,9 @@ pub struct Shared {
     pub cgroup: Option<CgroupGuard>,
     /// A copy of the PTY master for writing and for the foreground group.
     pub pty_master: Option<OwnedFd>,
+    /// The write end of the command's stdin pipe, while open (see
+    /// [`super::tap::Attach::stdin_pipe`]).
+    pub stdin: Mutex<Option<OwnedFd>>,
     pub state: Mutex<State>,
     pub changed: Condvar,
     pub events: tokio::sync::watch::Sender<u64>,

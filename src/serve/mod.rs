@@ -27,6 +27,7 @@ pub mod procfs;
 pub(crate) mod python_runtime;
 pub mod registry_tools;
 pub mod reply;
+pub mod sandboxd_grpc;
 pub(crate) mod sandboxd_rest;
 pub mod server;
 pub mod session;

@@ -12,6 +12,8 @@ mod python_runtime;
 mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod sandboxd_grpc;
 mod sandboxd_rest;
 mod scheduler;
 mod serve;

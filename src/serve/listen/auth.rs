@@ -128,7 +128,11 @@ impl Auth {
 
 /// The credential of `Authorization: Bearer X` (scheme case-insensitive).
 pub(crate) fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
-    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+    bearer_credential(headers.get(header::AUTHORIZATION)?.as_bytes())
+}
+
+/// The credential of one `Bearer X` value (gRPC metadata included).
+pub(crate) fn bearer_credential(value: &[u8]) -> Option<&[u8]> {
     let (scheme, rest) = value.split_at_checked(7)?;
     scheme
         .eq_ignore_ascii_case(b"bearer ")

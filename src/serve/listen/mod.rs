@@ -131,7 +131,8 @@ async fn serve_one(
     match protocol {
         Protocol::SandboxdRest => super::sandboxd_rest::serve(listener, shared).await,
         Protocol::PythonRuntime => super::python_runtime::serve(listener, shared).await,
-        Protocol::Mcp | Protocol::SandboxdGrpc | Protocol::Swerex => {
+        Protocol::SandboxdGrpc => super::sandboxd_grpc::serve(listener, shared).await,
+        Protocol::Mcp | Protocol::Swerex => {
             drop((listener, shared));
             Err(format!("the {protocol} listener is not built yet"))
         }

@@ -1,0 +1,209 @@
+//! `serve --listen sandboxd-grpc=ADDR`: the `process.v1.ProcessService` of
+//! kubernetes-sigs/agent-sandbox's sandboxd (KEP-539.2), so agent-reach can
+//! be the in-pod runtime its clients (`k8s-agent-sandbox`'s
+//! `commands.run`, the Go client, grpcurl) talk to.
+//!
+//! An adapter: every command goes through the plan stage ([`plan`]) and the
+//! exec engine, like every other door. `Execute` is a one-shot command
+//! ([`execute`]); `Start` a live process with its event stream ([`stream`]),
+//! which `WriteStdin`, `SendSignal` and `ResizeTTY` reach by its id
+//! ([`table`]). Status codes follow the reference server: `NOT_FOUND` for
+//! an unknown id or program, `PERMISSION_DENIED` for a cwd leaving the root
+//! (and, here, raw commands off), `FAILED_PRECONDITION` for a resize
+//! without a PTY, `INVALID_ARGUMENT` for an empty command or an unknown
+//! signal; a missing or wrong token is `UNAUTHENTICATED`.
+
+pub(crate) mod execute;
+pub(crate) mod plan;
+pub mod proto;
+pub(crate) mod stream;
+pub(crate) mod table;
+
+use std::time::Instant;
+
+use tonic::{Request, Response, Status};
+
+use crate::exec::{Attach, ExecError, Execution};
+use crate::serve::listen::Shared;
+use crate::serve::listen::auth::bearer_credential;
+use plan::{ProcessRequest, plan_process, start_error};
+use proto::process_v1::process_service_server::{ProcessService, ProcessServiceServer};
+use proto::process_v1::{
+    ExecuteRequest, ExecuteResponse, ResizeTtyRequest, ResizeTtyResponse, SendSignalRequest,
+    SendSignalResponse, Signal, StartRequest, WriteStdinRequest, WriteStdinResponse,
+    write_stdin_request::Payload,
+};
+use table::Processes;
+
+/// The service of one listener.
+#[derive(Clone)]
+pub(crate) struct Service {
+    shared: Shared,
+    processes: Processes,
+}
+
+/// Serves the listener until `shared.shutdown`, then kills every process
+/// its streams still run and returns.
+pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Result<(), String> {
+    let processes = Processes::default();
+    let service = Service {
+        shared: shared.clone(),
+        processes: processes.clone(),
+    };
+    let auth = shared.auth.clone();
+    let checked = ProcessServiceServer::with_interceptor(service, move |request: Request<()>| {
+        let presented = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| bearer_credential(v.as_bytes()));
+        if auth.accepts(presented) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated(
+                "this server needs metadata authorization: Bearer <token>",
+            ))
+        }
+    });
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let shutdown = shared.shutdown.clone();
+    let served = tonic::transport::Server::builder()
+        .add_service(checked)
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await;
+    // Streams end on the shutdown themselves; this catches any whose task
+    // had not seen it yet.
+    let kills: Vec<_> = processes
+        .all()
+        .into_iter()
+        .map(|exec| async move { exec.terminate().await })
+        .collect();
+    for kill in kills {
+        kill.await;
+    }
+    served.map_err(|e| e.to_string())
+}
+
+#[tonic::async_trait]
+impl ProcessService for Service {
+    type StartStream = stream::EventStream;
+
+    async fn start(
+        &self,
+        request: Request<StartRequest>,
+    ) -> Result<Response<Self::StartStream>, Status> {
+        let deadline = execute::deadline_of(request.metadata(), Instant::now());
+        let StartRequest { config, pty } = request.into_inner();
+        let req = ProcessRequest::from_config(config, pty.is_some(), true)?;
+        let plan = plan_process(&self.shared, &req)?;
+        let (tap, receiver) = crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS)
+            .map_err(|e| Status::internal(format!("cannot open the output stream: {e}")))?;
+        let pty_size = pty
+            .filter(|p| p.cols > 0 && p.rows > 0)
+            .map(|p| (clamp_u16(p.cols), clamp_u16(p.rows)));
+        let attach = Attach {
+            tap: Some(tap),
+            stdin_pipe: !req.tty,
+            pty_size,
+        };
+        let exec = Execution::spawn_attached(plan.spec, attach).map_err(|e| start_error(&e))?;
+        let registration = self.processes.insert(exec.clone());
+        Ok(Response::new(stream::open(stream::Forward {
+            exec,
+            report: plan.report,
+            tap: receiver,
+            registration,
+            deadline,
+            shutdown: self.shared.shutdown.clone(),
+        })))
+    }
+
+    async fn execute(
+        &self,
+        request: Request<ExecuteRequest>,
+    ) -> Result<Response<ExecuteResponse>, Status> {
+        let deadline = execute::deadline_of(request.metadata(), Instant::now());
+        let req = ProcessRequest::from_config(request.into_inner().config, false, false)?;
+        execute::execute(&self.shared, req, deadline)
+            .await
+            .map(Response::new)
+    }
+
+    async fn write_stdin(
+        &self,
+        request: Request<WriteStdinRequest>,
+    ) -> Result<Response<WriteStdinResponse>, Status> {
+        let WriteStdinRequest {
+            process_id,
+            payload,
+        } = request.into_inner();
+        let exec = self.process(process_id)?;
+        let written = tokio::task::spawn_blocking(move || match payload {
+            Some(Payload::Eof(())) => exec.close_stdin(),
+            Some(Payload::Input(bytes)) => exec.write_stdin(&bytes),
+            None => Ok(()),
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
+        written.map_err(|e| process_error(process_id, &e))?;
+        Ok(Response::new(WriteStdinResponse {}))
+    }
+
+    async fn send_signal(
+        &self,
+        request: Request<SendSignalRequest>,
+    ) -> Result<Response<SendSignalResponse>, Status> {
+        let SendSignalRequest { process_id, signal } = request.into_inner();
+        let exec = self.process(process_id)?;
+        let number = match Signal::try_from(signal) {
+            Ok(Signal::Sigint) => libc::SIGINT,
+            Ok(Signal::Sigterm) => libc::SIGTERM,
+            Ok(Signal::Sigkill) => libc::SIGKILL,
+            Ok(Signal::Unspecified) | Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "unsupported or unspecified signal {signal}"
+                )));
+            }
+        };
+        // Once the command is reaped its group is gone: a no-op, as in the
+        // reference server.
+        let _ = exec.signal_group(number);
+        Ok(Response::new(SendSignalResponse {}))
+    }
+
+    async fn resize_tty(
+        &self,
+        request: Request<ResizeTtyRequest>,
+    ) -> Result<Response<ResizeTtyResponse>, Status> {
+        let ResizeTtyRequest {
+            process_id,
+            cols,
+            rows,
+        } = request.into_inner();
+        let exec = self.process(process_id)?;
+        exec.resize(clamp_u16(cols), clamp_u16(rows))
+            .map_err(|e| process_error(process_id, &e))?;
+        Ok(Response::new(ResizeTtyResponse {}))
+    }
+}
+
+impl Service {
+    fn process(&self, id: i32) -> Result<Execution, Status> {
+        self.processes
+            .get(id)
+            .ok_or_else(|| Status::not_found(format!("process {id} not found")))
+    }
+}
+
+/// The status of a failed call on a live process.
+fn process_error(id: i32, err: &ExecError) -> Status {
+    match err {
+        ExecError::StdinClosed { .. } | ExecError::Exited { .. } | ExecError::NoTerminal { .. } => {
+            Status::failed_precondition(format!("process {id}: {err}"))
+        }
+        _ => Status::internal(format!("process {id}: {err}")),
+    }
+}
+
+fn clamp_u16(value: u32) -> u16 {
+    u16::try_from(value).unwrap_or(u16::MAX)
+}
