@@ -11,7 +11,7 @@ use super::{
     APPLY_PATCH_TIMEOUT, ApprovalAsk, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_TOKENS, Door,
     Plan, Planner, Rejection, Request,
 };
-use crate::exec::{RenderOptions, SESSION_VAR, SpawnSpec};
+use crate::exec::{RenderOptions, SESSION_VAR};
 use crate::registry::confine::confine;
 use crate::registry::kinds;
 use crate::registry::metrics::RAW_COMMAND_LABEL;
@@ -64,13 +64,16 @@ pub fn plan_command(
         Some(0) => None,
         Some(ms) => Some(std::time::Duration::from_millis(ms)),
     };
-    let mut spec = SpawnSpec::new(argv.to_vec(), cwd.clone(), env, planner.config.home.clone());
-    spec.session_tag = tag;
+    let mut spec = planner.spec(
+        argv.to_vec(),
+        cwd.clone(),
+        env,
+        tag,
+        planner.all_secrets.clone(),
+    );
     spec.tty = tty;
     spec.timeout = timeout;
     spec.merge_output = request.session;
-    spec.use_cgroup = planner.config.use_cgroup;
-    spec.secrets = planner.all_secrets.clone();
     let report = match sandbox {
         Some(sandboxed) => {
             let confinement = Confinement {
@@ -129,11 +132,8 @@ pub fn plan_apply_patch(
     let mut argv = vec![program.clone()];
     argv.extend(extra.iter().cloned());
     argv.push(input.into());
-    let mut spec = SpawnSpec::new(argv, cwd.clone(), env, planner.config.home.clone());
-    spec.session_tag = tag;
+    let mut spec = planner.spec(argv, cwd.clone(), env, tag, planner.all_secrets.clone());
     spec.timeout = Some(APPLY_PATCH_TIMEOUT);
-    spec.use_cgroup = planner.config.use_cgroup;
-    spec.secrets = planner.all_secrets.clone();
     let report = match sandbox {
         Some(sandboxed) => {
             let confinement = Confinement {

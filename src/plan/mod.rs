@@ -229,6 +229,24 @@ impl Planner {
         &self.all_secrets
     }
 
+    /// The one place a plan's spec is made: this process's home, cgroup
+    /// choice and secrets (redacted from the output), and the session tag
+    /// the environment was built with.
+    fn spec(
+        &self,
+        argv: Vec<OsString>,
+        cwd: PathBuf,
+        env: BTreeMap<OsString, OsString>,
+        tag: String,
+        secrets: Vec<(String, Vec<u8>)>,
+    ) -> SpawnSpec {
+        let mut spec = SpawnSpec::new(argv, cwd, env, self.config.home.clone());
+        spec.session_tag = tag;
+        spec.use_cgroup = self.config.use_cgroup;
+        spec.secrets = secrets;
+        spec
+    }
+
     /// The one function: a request from `door` becomes a plan or a rejection.
     pub fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
         match &request.target {

@@ -14,7 +14,7 @@ use super::{
     ApprovalAsk, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_TIMEOUT, Door, Plan, Planner, Rejection,
     Request,
 };
-use crate::exec::{RenderOptions, SpawnSpec};
+use crate::exec::RenderOptions;
 use crate::registry::cache::CacheKey;
 use crate::registry::confine::confine;
 use crate::registry::env::tool_env;
@@ -117,12 +117,9 @@ pub fn plan_tool(
     });
     let mut all_secrets = planner.all_secrets.clone();
     all_secrets.extend(secrets);
-    let mut spec = SpawnSpec::new(argv, cwd.clone(), env, planner.config.home.clone());
-    spec.session_tag = tag;
+    let mut spec = planner.spec(argv, cwd.clone(), env, tag, all_secrets);
     spec.tty = tty;
     spec.timeout = Some(timeout);
-    spec.secrets = all_secrets;
-    spec.use_cgroup = planner.config.use_cgroup;
     let report = match sandbox {
         Some(sandboxed) => {
             let confinement = Confinement {

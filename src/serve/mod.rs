@@ -17,18 +17,16 @@ pub mod approval;
 pub mod args;
 pub mod client;
 pub mod lenient;
-#[allow(
-    dead_code,
-    reason = "the shared stack of the protocol listeners, which land one by one"
-)]
 pub(crate) mod listen;
 pub(crate) mod mcp_http;
 pub mod orphans;
 pub mod params;
 pub mod procfs;
+pub(crate) mod python_runtime;
 pub mod registry_tools;
 pub mod reply;
 pub mod sandboxd_grpc;
+pub(crate) mod sandboxd_rest;
 pub mod server;
 pub mod session;
 pub(crate) mod swerex;
@@ -36,6 +34,7 @@ pub mod table;
 pub mod tools;
 pub mod transport;
 pub mod watchdog;
+pub(crate) mod workspace;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -203,6 +203,11 @@ impl AgentReachServer {
         self.update_sessions_gauge();
     }
 
+    /// The server's environment (what `serve` started with).
+    pub(crate) fn env(&self) -> &BTreeMap<OsString, OsString> {
+        &self.inner.config.env
+    }
+
     /// The number of live sessions, of every client.
     pub fn live_sessions(&self) -> usize {
         self.table().len()

@@ -9,10 +9,12 @@ mod mcp_http;
 mod output;
 mod path_guard;
 mod policy;
+mod python_runtime;
 mod registry;
 #[cfg(target_os = "linux")]
 mod sandbox;
 #[cfg(target_os = "linux")]
 mod sandboxd_grpc;
+mod sandboxd_rest;
 mod scheduler;
 mod serve;

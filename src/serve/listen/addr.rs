@@ -41,17 +41,6 @@ impl Protocol {
             Protocol::Swerex => "swerex",
         }
     }
-
-    /// The port it usually listens on.
-    pub(crate) fn usual_port(self) -> u16 {
-        match self {
-            Protocol::Mcp => 8765,
-            Protocol::SandboxdGrpc => 9090,
-            Protocol::SandboxdRest => 8080,
-            Protocol::PythonRuntime => 8888,
-            Protocol::Swerex => 8000,
-        }
-    }
 }
 
 impl fmt::Display for Protocol {

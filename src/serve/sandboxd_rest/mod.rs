@@ -1,0 +1,207 @@
+//! `serve --listen sandboxd-rest=ADDR`: the Filesystem & Runtime REST API of
+//! kubernetes-sigs/agent-sandbox's sandboxd (KEP-539.2,
+//! `packages/sandboxd/spec/filesystem/v1/filesystem.yaml`), as its Python
+//! SDK (`k8s-agent-sandbox`) calls it for `sandbox.files`:
+//!
+//! - `GET /v1/files/{path}`: a file's bytes, or a directory's listing
+//!   (`{path, entries: [{name, size, type, modified_at, mode}]}`); `HEAD`
+//!   the same without the body (the SDK's `exists`: 200 or 404).
+//! - `PUT /v1/files/{path}[?mode=0644]`: the raw body, or the `file` part of
+//!   a multipart body, written atomically (temporary file, rename), parents
+//!   made; 204.
+//! - `DELETE /v1/files/{path}[?recursive=true]`: 204; 409 `CONFLICT` on a
+//!   directory that is not empty without `recursive`.
+//! - `GET /v1/health`: `{"status":"ok"}`, 503 while stopping or when the
+//!   workspace is missing; needs no token. `GET /v1/metadata`: the
+//!   `SANDBOX_*` variables of our environment, credentials withheld.
+//!
+//! `{path}` is percent-decoded (`%2F` included) and resolved in the
+//! [`Workspace`]; leaving it (`..`, a link) is 403 `PERMISSION_DENIED`.
+//! Every error is `{"code", "message"}` with the reference's codes.
+
+mod handlers;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::listen::{Auth, MAX_BODY_BYTES, Shared, auth::require_bearer};
+use super::workspace::{Workspace, WorkspaceError};
+
+/// Only variables with this prefix are shown on `/v1/metadata` (the
+/// reference's default `--metadata-env-prefix`).
+pub(crate) const METADATA_ENV_PREFIX: &str = "SANDBOX_";
+/// Names holding any of these never appear on `/v1/metadata`, prefix or
+/// not: commands in the sandbox can read that endpoint.
+const SENSITIVE_MARKERS: &[&str] = &[
+    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED", "KEY", "AUTH", "BEARER", "PRIVATE", "CERT",
+];
+
+/// What the handlers share.
+#[derive(Clone)]
+pub(crate) struct RestState {
+    pub(crate) workspace: Workspace,
+    pub(crate) metadata_env: Arc<BTreeMap<String, String>>,
+    pub(crate) started: Instant,
+    pub(crate) shutdown: CancellationToken,
+}
+
+/// Serves the REST API on `listener` until `shared.shutdown`; it starts no
+/// process, so nothing is left to kill when it returns.
+pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+    let state = RestState {
+        workspace: Workspace::new(&shared.root),
+        metadata_env: Arc::new(metadata_env(shared.server.env())),
+        started: Instant::now(),
+        shutdown: shared.shutdown.clone(),
+    };
+    let app = router(state, shared.auth.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The routes: health outside the token check, the rest behind it.
+pub(crate) fn router(state: RestState, auth: Auth) -> Router {
+    let files = get(handlers::get_file)
+        .put(handlers::put_file)
+        .delete(handlers::delete_file);
+    let guarded = Router::new()
+        .route("/v1/files", files.clone())
+        .route("/v1/files/", files.clone())
+        .route("/v1/files/{*path}", files)
+        .route("/v1/metadata", get(handlers::metadata))
+        .route_layer(middleware::from_fn_with_state(auth, require_bearer));
+    Router::new()
+        .route("/v1/health", get(handlers::health))
+        .merge(guarded)
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "NOT_FOUND",
+                "no such endpoint".to_owned(),
+            )
+        })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// The variables of `env` that `/v1/metadata` shows.
+fn metadata_env(env: &BTreeMap<OsString, OsString>) -> BTreeMap<String, String> {
+    env.iter()
+        .filter_map(|(k, v)| Some((k.to_str()?, v.to_str()?)))
+        .filter(|(k, _)| k.starts_with(METADATA_ENV_PREFIX))
+        .filter(|(k, _)| {
+            let upper = k.to_ascii_uppercase();
+            !SENSITIVE_MARKERS.iter().any(|m| upper.contains(m))
+        })
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// An error answer: `{"code", "message"}` with its HTTP status.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: String) -> Self {
+        Self {
+            status,
+            code,
+            message,
+        }
+    }
+
+    pub(crate) fn invalid(message: String) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "INVALID_ARGUMENT", message)
+    }
+}
+
+impl From<WorkspaceError> for ApiError {
+    fn from(err: WorkspaceError) -> Self {
+        let (status, code) = match &err {
+            WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. } => {
+                (StatusCode::FORBIDDEN, "PERMISSION_DENIED")
+            }
+            WorkspaceError::NotFound { .. } => (StatusCode::NOT_FOUND, "NOT_FOUND"),
+            WorkspaceError::NotEmpty { .. } | WorkspaceError::Root => {
+                (StatusCode::CONFLICT, "CONFLICT")
+            }
+            WorkspaceError::IsDirectory { .. } | WorkspaceError::Invalid { .. } => {
+                (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT")
+            }
+            WorkspaceError::Io { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
+        };
+        Self::new(status, code, err.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            axum::Json(serde_json::json!({"code": self.code, "message": self.message})),
+        )
+            .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_shows_sandbox_variables_without_credentials() {
+        let env: BTreeMap<OsString, OsString> = [
+            ("SANDBOX_ID", "sb-1"),
+            ("SANDBOX_API_TOKEN", "t"),
+            ("SANDBOX_private_key", "k"),
+            ("HOME", "/root"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+        let shown = metadata_env(&env);
+        assert_eq!(shown.len(), 1, "{shown:?}");
+        assert_eq!(shown["SANDBOX_ID"], "sb-1");
+    }
+
+    #[test]
+    fn every_workspace_error_has_the_reference_status() {
+        let p = || "x".to_owned();
+        let cases = [
+            (
+                WorkspaceError::Escapes { path: p() },
+                403,
+                "PERMISSION_DENIED",
+            ),
+            (WorkspaceError::NotFound { path: p() }, 404, "NOT_FOUND"),
+            (WorkspaceError::NotEmpty { path: p() }, 409, "CONFLICT"),
+            (WorkspaceError::Root, 409, "CONFLICT"),
+            (
+                WorkspaceError::IsDirectory { path: p() },
+                400,
+                "INVALID_ARGUMENT",
+            ),
+        ];
+        for (err, status, code) in cases {
+            let api = ApiError::from(err);
+            assert_eq!((api.status.as_u16(), api.code), (status, code));
+        }
+    }
+}

@@ -1,0 +1,477 @@
+//! The workspace operations, each walking a resolved [`Target`] from the
+//! root one `openat(O_NOFOLLOW)` at a time, so a link planted after the
+//! check is refused rather than followed (see the module above).
+//!
+//! Blocking: the HTTP handlers call these on `spawn_blocking`.
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
+
+use super::{Target, Workspace, WorkspaceError};
+
+/// The mode of a directory made for a write's parents.
+const NEW_DIR_MODE: u32 = 0o755;
+/// How the temporary file of a write is named, before its random part.
+const TEMP_PREFIX: &str = ".agent-reach-tmp-";
+
+/// File or directory, as both protocols name entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryKind {
+    File,
+    Directory,
+}
+
+/// One entry of a directory listing (links shown as what they point to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) name: String,
+    pub(crate) size: u64,
+    pub(crate) kind: EntryKind,
+    pub(crate) modified: SystemTime,
+    /// The permission bits.
+    pub(crate) mode: u32,
+}
+
+/// What a path is, without following a final link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Node {
+    File {
+        size: u64,
+    },
+    Directory,
+    /// A link, a socket, a device...: neither served nor listed as a file.
+    Other,
+}
+
+/// A file being written: the temporary file beside its destination,
+/// removed on drop unless [`PendingWrite::commit`] renamed it into place.
+#[derive(Debug)]
+pub(crate) struct PendingWrite {
+    dir: OwnedFd,
+    temp: OsString,
+    name: OsString,
+    shown: String,
+    file: Option<std::fs::File>,
+}
+
+impl PendingWrite {
+    /// The temporary file to write the contents to.
+    pub(crate) fn take_file(&mut self) -> Option<std::fs::File> {
+        self.file.take()
+    }
+
+    /// Renames the (synced, closed) temporary file onto its destination.
+    pub(crate) fn commit(mut self) -> Result<(), WorkspaceError> {
+        self.file = None;
+        renameat(
+            &self.dir,
+            self.temp.as_os_str(),
+            &self.dir,
+            self.name.as_os_str(),
+        )
+        .map_err(|e| WorkspaceError::from_errno(&self.shown, e))?;
+        self.temp.clear();
+        Ok(())
+    }
+}
+
+impl Drop for PendingWrite {
+    fn drop(&mut self) {
+        if !self.temp.is_empty() {
+            let _ = unlinkat(&self.dir, self.temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+    }
+}
+
+fn open_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> nix::Result<OwnedFd> {
+    openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+fn is_link_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> bool {
+    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|s| SFlag::from_bits_truncate(s.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK)
+}
+
+fn node_of(stat: &FileStat) -> Node {
+    match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
+        SFlag::S_IFREG => Node::File {
+            size: u64::try_from(stat.st_size).unwrap_or(0),
+        },
+        SFlag::S_IFDIR => Node::Directory,
+        _ => Node::Other,
+    }
+}
+
+fn modified_of(stat: &FileStat) -> SystemTime {
+    let secs = u64::try_from(stat.st_mtime).unwrap_or(0);
+    let nanos = u32::try_from(stat.st_mtime_nsec).unwrap_or(0);
+    UNIX_EPOCH + Duration::new(secs, nanos)
+}
+
+impl Workspace {
+    fn open_root(&self) -> Result<OwnedFd, WorkspaceError> {
+        openat(
+            nix::fcntl::AT_FDCWD,
+            self.root(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| WorkspaceError::from_errno("/", e))
+    }
+
+    /// Opens the directory `rel` (relative to the root) without following
+    /// any link; with `create`, missing directories are made on the way.
+    fn open_dir(&self, rel: &Path, create: bool, shown: &str) -> Result<OwnedFd, WorkspaceError> {
+        let mut dir = self.open_root()?;
+        for component in rel.components() {
+            let Component::Normal(name) = component else {
+                return Err(WorkspaceError::Escapes {
+                    path: shown.to_owned(),
+                });
+            };
+            let next = match open_dir_at(&dir, name) {
+                Err(Errno::ENOENT) if create => {
+                    match mkdirat(&dir, name, Mode::from_bits_truncate(NEW_DIR_MODE)) {
+                        Ok(()) | Err(Errno::EEXIST) => open_dir_at(&dir, name),
+                        Err(e) => Err(e),
+                    }
+                }
+                other => other,
+            };
+            dir = next.map_err(|e| match e {
+                // A link where the resolved path had a directory: the tree
+                // changed since the check (O_DIRECTORY reports ENOTDIR).
+                Errno::ENOTDIR | Errno::ELOOP if is_link_at(&dir, name) => {
+                    WorkspaceError::Escapes {
+                        path: shown.to_owned(),
+                    }
+                }
+                Errno::ENOTDIR if create => WorkspaceError::Invalid {
+                    path: shown.to_owned(),
+                    why: "a parent of the path is a file".to_owned(),
+                },
+                e => WorkspaceError::from_errno(shown, e),
+            })?;
+        }
+        Ok(dir)
+    }
+
+    /// What `target` is (a final link is reported as [`Node::Other`]).
+    pub(crate) fn node(&self, target: &Target) -> Result<Node, WorkspaceError> {
+        let shown = target.shown.as_str();
+        let Some((parent, name)) = target.split() else {
+            let root = self.open_root()?;
+            return fstat(&root)
+                .map(|s| node_of(&s))
+                .map_err(|e| WorkspaceError::from_errno(shown, e));
+        };
+        let dir = self.open_dir(parent, false, shown)?;
+        fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map(|s| node_of(&s))
+            .map_err(|e| WorkspaceError::from_errno(shown, e))
+    }
+
+    /// Opens a regular file for reading; returns it with its size and
+    /// modification time.
+    pub(crate) fn open_file(
+        &self,
+        target: &Target,
+    ) -> Result<(std::fs::File, u64, SystemTime), WorkspaceError> {
+        let shown = target.shown.as_str();
+        let Some((parent, name)) = target.split() else {
+            return Err(WorkspaceError::IsDirectory {
+                path: shown.to_owned(),
+            });
+        };
+        let dir = self.open_dir(parent, false, shown)?;
+        // O_NONBLOCK: a FIFO planted here must not hang the reader; it has
+        // no effect on a regular file.
+        let fd = openat(
+            &dir,
+            name.as_os_str(),
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+            Mode::empty(),
+        )
+        .map_err(|e| WorkspaceError::from_errno(shown, e))?;
+        let stat = fstat(&fd).map_err(|e| WorkspaceError::from_errno(shown, e))?;
+        match node_of(&stat) {
+            Node::File { size } => Ok((std::fs::File::from(fd), size, modified_of(&stat))),
+            Node::Directory => Err(WorkspaceError::IsDirectory {
+                path: shown.to_owned(),
+            }),
+            Node::Other => Err(WorkspaceError::Invalid {
+                path: shown.to_owned(),
+                why: "not a regular file".to_owned(),
+            }),
+        }
+    }
+
+    /// The entries of the directory `target`, sorted by name. Links are
+    /// shown as what they point to; links leaving the workspace, broken
+    /// links and special files are left out.
+    pub(crate) fn list(&self, target: &Target) -> Result<Vec<Entry>, WorkspaceError> {
+        let shown = target.shown.as_str();
+        let fd = self.open_dir(&target.rel, false, shown)?;
+        let mut dir =
+            nix::dir::Dir::from_fd(fd).map_err(|e| WorkspaceError::from_errno(shown, e))?;
+        let names: Vec<OsString> = dir
+            .iter()
+            .filter_map(Result::ok)
+            .map(|e| OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+            .filter(|n| n != "." && n != "..")
+            .collect();
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            let Ok(mut stat) = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK {
+                let Ok(linked) = self.resolve(&target.rel.join(&name).to_string_lossy()) else {
+                    continue;
+                };
+                let Some(found) = self.stat_resolved(&linked) else {
+                    continue;
+                };
+                stat = found;
+            }
+            let kind = match node_of(&stat) {
+                Node::File { .. } => EntryKind::File,
+                Node::Directory => EntryKind::Directory,
+                Node::Other => continue,
+            };
+            entries.push(Entry {
+                name: name.to_string_lossy().into_owned(),
+                size: u64::try_from(stat.st_size).unwrap_or(0),
+                kind,
+                modified: modified_of(&stat),
+                mode: stat.st_mode & 0o7777,
+            });
+        }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    fn stat_resolved(&self, target: &Target) -> Option<FileStat> {
+        match target.split() {
+            None => fstat(self.open_root().ok()?).ok(),
+            Some((parent, name)) => {
+                let dir = self.open_dir(parent, false, &target.shown).ok()?;
+                fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok()
+            }
+        }
+    }
+
+    /// Starts writing `target` with permission bits `mode`: its parents are
+    /// made, a temporary file is created beside it.
+    pub(crate) fn begin_write(
+        &self,
+        target: &Target,
+        mode: u32,
+    ) -> Result<PendingWrite, WorkspaceError> {
+        let shown = target.shown.as_str();
+        let Some((parent, name)) = target.split() else {
+            return Err(WorkspaceError::IsDirectory {
+                path: shown.to_owned(),
+            });
+        };
+        let dir = self.open_dir(parent, true, shown)?;
+        if let Ok(stat) = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+            && node_of(&stat) == Node::Directory
+        {
+            return Err(WorkspaceError::IsDirectory {
+                path: shown.to_owned(),
+            });
+        }
+        let temp = OsString::from(format!("{TEMP_PREFIX}{}", crate::exec::new_session_tag()));
+        let fd = openat(
+            &dir,
+            temp.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )
+        .map_err(|e| WorkspaceError::from_errno(shown, e))?;
+        let mut pending = PendingWrite {
+            dir,
+            temp,
+            name,
+            shown: shown.to_owned(),
+            file: None,
+        };
+        // The umask does not apply to fchmod: the bits are exactly `mode`.
+        fchmod(&fd, Mode::from_bits_truncate(mode & 0o7777))
+            .map_err(|e| WorkspaceError::from_errno(shown, e))?;
+        pending.file = Some(std::fs::File::from(fd));
+        Ok(pending)
+    }
+
+    /// Removes `target` (resolved with [`Workspace::resolve_entry`]): a
+    /// file or link, an empty directory, or with `recursive` a whole tree
+    /// (links inside are removed, never followed). The root itself is only
+    /// cleared, and only with `recursive`.
+    pub(crate) fn remove(&self, target: &Target, recursive: bool) -> Result<(), WorkspaceError> {
+        let shown = target.shown.as_str();
+        let errno = |e| WorkspaceError::from_errno(shown, e);
+        let Some((parent, name)) = target.split() else {
+            if !recursive {
+                return Err(WorkspaceError::Root);
+            }
+            return clear_dir(&self.open_root()?).map_err(errno);
+        };
+        let dir = self.open_dir(parent, false, shown)?;
+        let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(errno)?;
+        if node_of(&stat) != Node::Directory {
+            return unlinkat(&dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir).map_err(errno);
+        }
+        if recursive {
+            clear_dir(&open_dir_at(&dir, &name).map_err(errno)?).map_err(errno)?;
+        }
+        unlinkat(&dir, name.as_os_str(), UnlinkatFlags::RemoveDir).map_err(errno)
+    }
+}
+
+/// Removes everything inside the directory `dir`, depth first, never
+/// following a link (a link is an entry like any other).
+fn clear_dir(dir: &OwnedFd) -> nix::Result<()> {
+    let listing = nix::dir::Dir::from_fd(dir.try_clone().map_err(|_| Errno::EMFILE)?)?;
+    let names: Vec<OsString> = listing
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|e| OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+        .filter(|n| n != "." && n != "..")
+        .collect();
+    for name in names {
+        let stat = match fstatat(dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(Errno::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
+        if node_of(&stat) == Node::Directory {
+            clear_dir(&open_dir_at(dir, &name)?)?;
+            unlinkat(dir, name.as_os_str(), UnlinkatFlags::RemoveDir)?;
+        } else {
+            match unlinkat(dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        std::fs::create_dir_all(root.join("d/e")).unwrap();
+        std::fs::write(root.join("d/e/f.txt"), "f").unwrap();
+        std::fs::write(dir.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), root.join("d/out")).unwrap();
+        std::os::unix::fs::symlink("e/f.txt", root.join("d/in")).unwrap();
+        std::os::unix::fs::symlink("nowhere", root.join("d/broken")).unwrap();
+        (dir, Workspace::new(&root))
+    }
+
+    #[test]
+    fn a_write_lands_atomically_with_its_mode_and_parents() {
+        let (_dir, ws) = setup();
+        let target = ws.resolve("new/sub/x.sh").unwrap();
+        let mut pending = ws.begin_write(&target, 0o755).unwrap();
+        let mut file = pending.take_file().unwrap();
+        file.write_all(b"echo hi").unwrap();
+        drop(file);
+        assert!(!ws.root().join("new/sub/x.sh").exists());
+        pending.commit().unwrap();
+        let meta = std::fs::metadata(ws.root().join("new/sub/x.sh")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+            0o755
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(ws.root().join("new/sub"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, vec![OsString::from("x.sh")]);
+    }
+
+    #[test]
+    fn an_abandoned_write_leaves_nothing() {
+        let (_dir, ws) = setup();
+        let target = ws.resolve("d/g.txt").unwrap();
+        drop(ws.begin_write(&target, 0o644).unwrap());
+        let names: Vec<_> = std::fs::read_dir(ws.root().join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.starts_with(TEMP_PREFIX)),
+            "{names:?}"
+        );
+    }
+
+    #[test]
+    fn a_listing_shows_links_inside_and_hides_the_others() {
+        let (_dir, ws) = setup();
+        let entries = ws.list(&ws.resolve("d").unwrap()).unwrap();
+        let names: Vec<_> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["e", "in"]);
+        assert_eq!(entries[0].kind, EntryKind::Directory);
+        assert_eq!(entries[1].kind, EntryKind::File);
+        assert_eq!(entries[1].size, 1);
+    }
+
+    #[test]
+    fn a_directory_swapped_for_a_link_after_the_check_is_refused() {
+        let (dir, ws) = setup();
+        let target = ws.resolve("d/e/f.txt").unwrap();
+        std::fs::rename(ws.root().join("d/e"), ws.root().join("d/e2")).unwrap();
+        std::fs::create_dir(dir.path().join("evil")).unwrap();
+        std::fs::write(dir.path().join("evil/f.txt"), "leak").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("evil"), ws.root().join("d/e")).unwrap();
+        assert!(matches!(
+            ws.open_file(&target),
+            Err(WorkspaceError::Escapes { .. })
+        ));
+        assert!(matches!(
+            ws.begin_write(&target, 0o644),
+            Err(WorkspaceError::Escapes { .. })
+        ));
+    }
+
+    #[test]
+    fn removal_needs_recursive_for_a_full_directory_and_never_follows_links() {
+        let (dir, ws) = setup();
+        std::os::unix::fs::symlink(dir.path(), ws.root().join("d/e/up")).unwrap();
+        let d = ws.resolve_entry("d").unwrap();
+        assert!(matches!(
+            ws.remove(&d, false),
+            Err(WorkspaceError::NotEmpty { .. })
+        ));
+        ws.remove(&d, true).unwrap();
+        assert!(!ws.root().join("d").exists());
+        assert!(dir.path().join("secret").exists());
+        let root = ws.resolve_entry("").unwrap();
+        assert!(matches!(ws.remove(&root, false), Err(WorkspaceError::Root)));
+        std::fs::write(ws.root().join("top"), "t").unwrap();
+        ws.remove(&root, true).unwrap();
+        assert!(ws.root().is_dir());
+        assert_eq!(std::fs::read_dir(ws.root()).unwrap().count(), 0);
+    }
+}
