@@ -66,8 +66,19 @@ pub enum RegistrySetupError {
 }
 
 impl RegistrySetupError {
-    /// The exit code the subcommand ends with.
+    /// The exit code of a subcommand of the common convention (`serve`):
+    /// a root, a config or a secrets file that cannot be used is usage, 2.
     pub fn exit_code(&self) -> i32 {
+        match self {
+            RegistrySetupError::Root(_)
+            | RegistrySetupError::Registry(_)
+            | RegistrySetupError::Dispatcher(_) => exit_code::USAGE,
+        }
+    }
+
+    /// The exit code of `exec --json`/`--jsonl`, which the contract's result
+    /// section fixes: 2 for bad usage (the root), 125 for a bad config.
+    pub fn exec_exit_code(&self) -> i32 {
         match self {
             RegistrySetupError::Root(_) => exit_code::USAGE,
             RegistrySetupError::Registry(_) | RegistrySetupError::Dispatcher(_) => {

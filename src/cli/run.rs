@@ -25,6 +25,7 @@ use crate::sandbox::{Policy, SandboxSpec};
 
 /// `run` arguments, as the contract fixes them.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = exit_code::RUN_EXIT_STATUS)]
 pub struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124); 0 = never.
     #[arg(long, default_value_t = 10_000)]
