@@ -46,8 +46,9 @@ pub const EXEC_EXIT_STATUS: &str = "\
 Exit status:
   0    --json: the result's status is success; --jsonl: the input ended
   1    --json: any other status (the result says why)
-  2    bad usage: bad flags, a --root that is not a directory
-  125  agent-reach itself failed: a bad or missing --config, the session";
+  2    bad usage: bad flags, a --config that is missing or unreadable, an
+       unknown --profile, a --root that is not a directory
+  125  agent-reach itself failed: a --config that does not load, the session";
 
 /// The exit code for a process killed by `signal`, the shell's convention.
 pub fn for_signal(signal: i32) -> i32 {

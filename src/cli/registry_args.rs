@@ -77,13 +77,20 @@ impl RegistrySetupError {
     }
 
     /// The exit code of `exec --json`/`--jsonl`, which the contract's result
-    /// section fixes: 2 for bad usage (the root), 125 for a bad config.
+    /// section fixes: 2 for bad usage (a root, a `--config` file that is
+    /// missing or unreadable, an unknown `--profile`: what the command line
+    /// names), 125 for a bad config (one that reads but does not load, a
+    /// refused secrets file).
     pub fn exec_exit_code(&self) -> i32 {
         match self {
-            RegistrySetupError::Root(_) => exit_code::USAGE,
-            RegistrySetupError::Registry(_) | RegistrySetupError::Dispatcher(_) => {
-                exit_code::INTERNAL
-            }
+            RegistrySetupError::Root(_)
+            | RegistrySetupError::Registry(
+                RegistryError::Read { .. }
+                | RegistryError::UnknownProfile { .. }
+                | RegistryError::Root { .. },
+            ) => exit_code::USAGE,
+            RegistrySetupError::Registry(RegistryError::Invalid { .. })
+            | RegistrySetupError::Dispatcher(_) => exit_code::INTERNAL,
         }
     }
 }

@@ -86,7 +86,8 @@ fn sandbox_keeps_125_for_a_bad_flag_and_a_missing_cwd() {
 }
 
 #[test]
-fn exec_json_says_2_for_usage_125_for_a_bad_config_and_1_for_a_failed_request() {
+fn exec_json_says_2_for_usage_and_a_missing_config_125_for_a_bad_config_and_1_for_a_failed_request()
+{
     let (env, bad, good) = scenario();
     env.cmd().args(["exec", "--bogus"]).run().code_is(2);
     env.cmd().args(["exec"]).run().code_is(2);
@@ -99,7 +100,13 @@ fn exec_json_says_2_for_usage_125_for_a_bad_config_and_1_for_a_failed_request() 
         .args(["exec", "--json", "--config", "/nonexistent/reg.toml"])
         .stdin("{}")
         .run()
-        .code_is(125);
+        .code_is(2);
+    env.cmd()
+        .args(["exec", "--jsonl", "--profile", "nope", "--config"])
+        .arg(&good)
+        .stdin("")
+        .run()
+        .code_is(2);
     env.cmd()
         .args(["exec", "--json", "--config"])
         .arg(&bad)
