@@ -3,12 +3,14 @@
 #
 #   ./install.sh [--with-aliases] [--build-only]
 #
-# Builds the release binary with the locked dependencies, installs
-# `agent-reach` to ${PREFIX:-$HOME/.local}/bin and, with --with-aliases, the
-# personality links (apply_patch, applypatch, agent-reach-sandbox,
-# agent-reach-exec) beside it. Running it again replaces what it installed.
+# Builds the shipped binary (the `dist` profile: release, stripped, no
+# line tables) with the locked dependencies, installs `agent-reach` to
+# ${PREFIX:-$HOME/.local}/bin and, with --with-aliases, the personality
+# links (apply_patch, applypatch, agent-reach-sandbox, agent-reach-exec,
+# swerex-remote) beside it. Running it again replaces what it installed.
 # On Linux with glibc the binary is linked statically (static-pie): every
-# start skips loading three shared libraries, about 0.5 ms of each `run`.
+# start skips loading three shared libraries, about 0.5 ms of each `run`,
+# and it runs where no libc is (a `FROM scratch` image).
 # --build-only builds and prints the binary's path, installing nothing.
 set -euo pipefail
 
@@ -18,7 +20,7 @@ for arg in "$@"; do
   case "$arg" in
     --with-aliases) with_aliases=1 ;;
     --build-only) build_only=1 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,14 +41,16 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 manifest="$here/Cargo.toml"
+# Cargo.toml's [profile.dist]: release, stripped.
+profile=dist
 host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 built_static=0
 case "$host" in
   *-linux-gnu)
     # crt-static only for the final link (`cargo rustc` passes the flag to
     # the binary alone): as a global RUSTFLAGS it would break proc-macros.
-    echo "install.sh: building the release binary, statically linked (cargo rustc --release --locked --bin agent-reach -- -C target-feature=+crt-static)..." >&2
-    if cargo rustc --release --locked --bin agent-reach --manifest-path "$manifest" \
+    echo "install.sh: building the shipped binary, statically linked (cargo rustc --profile $profile --locked --bin agent-reach -- -C target-feature=+crt-static)..." >&2
+    if cargo rustc --profile "$profile" --locked --bin agent-reach --manifest-path "$manifest" \
         -- -C target-feature=+crt-static >&2; then
       built_static=1
     else
@@ -55,13 +59,13 @@ case "$host" in
     ;;
 esac
 if [ "$built_static" = 0 ]; then
-  echo "install.sh: building the release binary (cargo build --release --locked)..." >&2
-  cargo build --release --locked --manifest-path "$manifest" >&2
+  echo "install.sh: building the shipped binary (cargo build --profile $profile --locked)..." >&2
+  cargo build --profile "$profile" --locked --bin agent-reach --manifest-path "$manifest" >&2
 fi
 target_dir=$(cargo metadata --format-version 1 --no-deps --manifest-path "$manifest" \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null \
   || echo "$here/target")
-built="$target_dir/release/agent-reach"
+built="$target_dir/$profile/agent-reach"
 if ! "$built" --version >/dev/null; then
   echo "install.sh: the built binary $built does not start" >&2
   exit 1
@@ -78,7 +82,7 @@ mv -f "$bindir/.agent-reach.new" "$bindir/agent-reach"
 echo "installed $bindir/agent-reach"
 
 if [ "$with_aliases" = 1 ]; then
-  for name in apply_patch applypatch agent-reach-sandbox agent-reach-exec; do
+  for name in apply_patch applypatch agent-reach-sandbox agent-reach-exec swerex-remote; do
     ln -sfn agent-reach "$bindir/$name"
     echo "installed $bindir/$name -> agent-reach"
   done

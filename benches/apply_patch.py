@@ -10,7 +10,7 @@ timed). Three cases: a 1-file add, a 5,000-line file with 200 hunks, and
 apply_patch / git apply; exits non-zero if a result tree is wrong.
 
 usage: benches/apply_patch.py [--runs N] [--binary PATH]
-  (default binary: target/release/agent-reach; build it with
+  (default binary: target/dist/agent-reach; build it with
    `./install.sh --build-only` first)
 """
 
@@ -128,7 +128,7 @@ def time_pair(ours, theirs, runs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21)
-    parser.add_argument("--binary", default=os.path.join(ROOT, "target/release/agent-reach"))
+    parser.add_argument("--binary", default=os.path.join(ROOT, "target/dist/agent-reach"))
     args = parser.parse_args()
     if not os.access(args.binary, os.X_OK):
         sys.exit(f"no executable at {args.binary}: run `./install.sh --build-only` first")

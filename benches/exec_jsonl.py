@@ -10,7 +10,7 @@ Prints sustained requests/s, p50/p99 latency (send -> result line), errors,
 the ratio to the raw spawn rate, and agent-reach's RSS early and late (flat
 memory = no leak per request).
 
-usage: benches/exec_jsonl.py [--bin target/release/agent-reach] [-n 10000] [-c 24]
+usage: benches/exec_jsonl.py [--bin target/dist/agent-reach] [-n 10000] [-c 24]
 """
 
 import argparse
@@ -115,7 +115,7 @@ timeout = 10
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", default="target/release/agent-reach")
+    parser.add_argument("--bin", default="target/dist/agent-reach")
     parser.add_argument("-n", type=int, default=10_000)
     parser.add_argument("-c", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=3)

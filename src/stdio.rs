@@ -2,7 +2,9 @@
 //!
 //! `println!` panics when stdout is a closed pipe (`agent-reach ... | head`).
 //! A reader that stopped reading is not an error of ours: a broken pipe on
-//! stdout ends the process with exit 0, and every other write error is 125.
+//! stdout ends the process with exit 0; every other write error is the
+//! failure code of the personality's convention (125 for the wrappers and
+//! `exec`, 1 for the other subcommands: [`print_or_failure`]).
 
 use std::io::{self, Write};
 
@@ -28,6 +30,24 @@ pub fn exit_code_for_stdout_error(err: &io::Error) -> i32 {
 /// Prints `text` to stdout; on failure returns the exit code to end with.
 pub fn print_or_exit_code(text: &str) -> Result<(), i32> {
     write_stdout(text.as_bytes()).map_err(|e| exit_code_for_stdout_error(&e))
+}
+
+/// Prints `text` to stdout under the common convention: 0 when written (or
+/// when the reader went away), [`exit_code::FAILURE`] when stdout failed.
+pub fn print_or_failure(text: &str) -> i32 {
+    write_or_failure(text.as_bytes())
+}
+
+/// [`print_or_failure`] for bytes.
+pub fn write_or_failure(bytes: &[u8]) -> i32 {
+    match write_stdout(bytes) {
+        Ok(()) => exit_code::SUCCESS,
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => exit_code::SUCCESS,
+        Err(err) => {
+            eprintln!("agent-reach: cannot write to stdout: {err}");
+            exit_code::FAILURE
+        }
+    }
 }
 
 /// The one-line error personalities print when this build lacks them.

@@ -37,10 +37,7 @@ enum Request {
 pub fn main(ctx: &ProcessContext) -> i32 {
     let (patch_arg, options) = match parse_args(&ctx.args) {
         Ok(Request::Help) => {
-            return match crate::stdio::print_or_exit_code(USAGE) {
-                Ok(()) => exit_code::SUCCESS,
-                Err(code) => code,
-            };
+            return crate::stdio::print_or_failure(USAGE);
         }
         Ok(Request::Apply { patch, options }) => (patch, options),
         Err(message) => return usage_error(&message),
@@ -67,10 +64,7 @@ pub fn main(ctx: &ProcessContext) -> i32 {
         Err(e) => return bad_patch(&e.to_string()),
     };
     match apply(&patch, cwd, &options) {
-        Ok(report) => match crate::stdio::print_or_exit_code(&report.to_string()) {
-            Ok(()) => exit_code::SUCCESS,
-            Err(code) => code,
-        },
+        Ok(report) => crate::stdio::print_or_failure(&report.to_string()),
         Err(err) => {
             let untouched = if err.tree_untouched() {
                 "\nNo files were changed."

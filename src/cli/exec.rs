@@ -22,6 +22,7 @@ use crate::result::{NormalizedResult, Status};
 
 /// `exec` arguments.
 #[derive(Debug, clap::Args)]
+#[command(after_help = exit_code::EXEC_EXIT_STATUS)]
 #[command(group(clap::ArgGroup::new("mode").required(true).multiple(false).args(["json", "jsonl"])))]
 pub struct ExecArgs {
     /// One JSON request on stdin, one JSON result on stdout.
@@ -51,7 +52,7 @@ pub fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
         Ok(ready) => ready,
         Err(err) => {
             eprintln!("agent-reach: {err}");
-            return err.exit_code();
+            return err.exec_exit_code();
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -5,8 +5,10 @@
 //! that run commands for others first set up the session ([`session`]),
 //! still on the single dispatch thread.
 
+pub mod completions;
 pub mod doctor;
 pub mod exec;
+pub mod man;
 pub mod run;
 pub mod serve;
 pub mod shell;
@@ -21,11 +23,21 @@ use crate::exit_code;
 
 /// agent-reach: the execution layer for AI coding agents.
 #[derive(Debug, Parser)]
-#[command(name = "agent-reach", version, about, long_about = None)]
+#[command(name = "agent-reach", version, about, long_about = None, after_help = EXIT_STATUS)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The end of `agent-reach --help` and of the man page.
+const EXIT_STATUS: &str = "\
+Exit status:
+  0  success
+  1  failure: a bad patch, a check that found problems, a failed request,
+     a probe the configuration needs that failed (doctor)
+  2  bad usage: bad flags, a missing or unreadable file or directory named
+     on the command line, a bad config
+  run, sandbox and exec have their own codes: see their --help.";
 
 /// The subcommands of the contract.
 #[derive(Debug, Subcommand)]
@@ -48,6 +60,11 @@ pub enum Command {
     Tools(tools::ToolsArgs),
     /// What this machine supports.
     Doctor(doctor::DoctorArgs),
+    /// Print a completion script for the shell.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (or write every page into --out-dir).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 /// Arguments handed unparsed to a personality that parses its own.
@@ -83,6 +100,8 @@ pub fn main(ctx: ProcessContext) -> i32 {
         Command::ApplyPatch(pass) => crate::apply_patch::cli::main(&with_args(ctx, pass.args)),
         Command::Tools(args) => tools::main(args, ctx),
         Command::Doctor(args) => doctor::main(args, &ctx),
+        Command::Completions(args) => completions::main(&args),
+        Command::Man(args) => man::main(&args),
     }
 }
 

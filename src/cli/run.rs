@@ -28,6 +28,7 @@ use crate::sandbox::Policy;
 
 /// `run` arguments, as the contract fixes them.
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = exit_code::RUN_EXIT_STATUS)]
 pub struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124); 0 = never.
     #[arg(long, default_value_t = DEFAULT_COMMAND_TIMEOUT.as_millis() as u64)]

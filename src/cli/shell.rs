@@ -7,6 +7,11 @@
 //! the job-control signals a terminal sends to the whole foreground group
 //! (the shell gets them itself) and forward SIGTERM/SIGHUP sent to us, so
 //! that we live to remove the PATH directory after the shell exits.
+//!
+//! Exit codes: the shell's own (128+N when a signal N ended it), 126/127
+//! when it cannot be run or is not found (as `env` says), 1 when agent-reach
+//! itself failed (the common convention: `shell` is not a wrapper of the
+//! contract's 125 kind), 2 for bad flags.
 
 use std::ffi::OsString;
 use std::process::Command;
@@ -52,7 +57,7 @@ pub fn main(args: ShellArgs, mut ctx: ProcessContext) -> i32 {
         Ok(session) => session,
         Err(err) => {
             eprintln!("agent-reach shell: {err}");
-            return exit_code::INTERNAL;
+            return exit_code::FAILURE;
         }
     };
     let argv = if args.command.is_empty() {
@@ -87,7 +92,7 @@ fn run_in_foreground(argv: &[OsString]) -> i32 {
         Ok(mask) => mask,
         Err(err) => {
             eprintln!("agent-reach shell: cannot block signals: {err}");
-            return exit_code::INTERNAL;
+            return exit_code::FAILURE;
         }
     };
     // std resets the signal mask in the child before exec, so the shell
@@ -127,7 +132,7 @@ fn run_in_foreground(argv: &[OsString]) -> i32 {
                 "agent-reach shell: waiting for {}: {err}",
                 argv[0].to_string_lossy()
             );
-            exit_code::INTERNAL
+            exit_code::FAILURE
         }
     }
 }
@@ -137,6 +142,6 @@ fn status_code(status: std::process::ExitStatus) -> i32 {
     match (status.code(), status.signal()) {
         (Some(code), _) => code,
         (None, Some(signal)) => exit_code::for_signal(signal),
-        (None, None) => exit_code::INTERNAL,
+        (None, None) => exit_code::FAILURE,
     }
 }

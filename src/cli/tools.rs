@@ -2,7 +2,10 @@
 //!
 //! `check` reports every problem of a registry file and its includes as
 //! `file:line:col: message` on stdout and exits 1; 0 when clean, 2 on bad
-//! usage (a FILE that does not exist).
+//! usage (a FILE that does not exist or cannot be read). `list`, `show` and
+//! `schema` exit 2 when the registry they are given is bad (a config that
+//! is missing, unreadable or invalid, an unknown profile, a root that is not
+//! a directory): the common convention of the contract.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -41,8 +44,9 @@ pub enum ToolsCommand {
     Schema,
 }
 
-/// Exit code of `tools check` when the file has problems.
-const PROBLEMS: i32 = 1;
+/// Exit code of `tools check` when the file has problems, and of `tools
+/// show` for a tool that does not exist.
+const PROBLEMS: i32 = exit_code::FAILURE;
 
 /// `agent-reach tools ...`.
 pub fn main(args: ToolsArgs, ctx: ProcessContext) -> i32 {
@@ -60,17 +64,7 @@ pub fn main(args: ToolsArgs, ctx: ProcessContext) -> i32 {
         Ok(registry) => registry,
         Err(err) => {
             eprintln!("agent-reach: {err}");
-            return match err {
-                RegistryError::UnknownProfile { .. } | RegistryError::Root { .. } => {
-                    exit_code::USAGE
-                }
-                RegistryError::Read { .. }
-                    if args.config.as_deref().is_some_and(|c| !c.exists()) =>
-                {
-                    exit_code::USAGE
-                }
-                _ => PROBLEMS,
-            };
+            return load_error_code(&err);
         }
     };
     let text = match args.command {
@@ -91,16 +85,25 @@ pub fn main(args: ToolsArgs, ctx: ProcessContext) -> i32 {
         }
         ToolsCommand::Check { .. } => String::new(),
     };
-    match crate::stdio::print_or_exit_code(&text) {
-        Ok(()) => exit_code::SUCCESS,
-        Err(code) => code,
+    crate::stdio::print_or_failure(&text)
+}
+
+/// Every way a registry named on the command line fails to load is bad
+/// usage (exit 2), a bad config included; `tools check` is the command that
+/// reports a config's problems as its result.
+fn load_error_code(err: &RegistryError) -> i32 {
+    match err {
+        RegistryError::Read { .. }
+        | RegistryError::Invalid { .. }
+        | RegistryError::UnknownProfile { .. }
+        | RegistryError::Root { .. } => exit_code::USAGE,
     }
 }
 
 fn check(file: Option<&Path>) -> i32 {
     let Some(file) = file else {
         let text = "ok: the built-in registry (pass FILE or --config FILE to check a file)\n";
-        return crate::stdio::print_or_exit_code(text).map_or_else(|c| c, |()| exit_code::SUCCESS);
+        return crate::stdio::print_or_failure(text);
     };
     if !file.exists() {
         eprintln!("agent-reach: {}: no such file", file.display());
@@ -113,14 +116,15 @@ fn check(file: Option<&Path>) -> i32 {
                 file.display(),
                 if tools == 1 { "" } else { "s" }
             );
-            crate::stdio::print_or_exit_code(&text).map_or_else(|c| c, |()| exit_code::SUCCESS)
+            crate::stdio::print_or_failure(&text)
         }
         Ok((_, problems)) => {
             let mut text = String::new();
             for problem in &problems {
                 let _ = writeln!(text, "{problem}");
             }
-            if let Err(code) = crate::stdio::print_or_exit_code(&text) {
+            let code = crate::stdio::print_or_failure(&text);
+            if code != exit_code::SUCCESS {
                 return code;
             }
             eprintln!(
@@ -130,6 +134,12 @@ fn check(file: Option<&Path>) -> i32 {
                 file.display()
             );
             PROBLEMS
+        }
+        Err(err @ RegistryError::Read { .. }) => {
+            // A FILE (or an include) that cannot be read: usage, as when
+            // it does not exist.
+            eprintln!("agent-reach: {err}");
+            exit_code::USAGE
         }
         Err(err) => {
             eprintln!("agent-reach: {err}");

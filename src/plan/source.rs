@@ -67,13 +67,31 @@ pub enum RegistrySetupError {
 }
 
 impl RegistrySetupError {
-    /// The exit code the subcommand ends with.
+    /// The exit code of a subcommand of the common convention (`serve`):
+    /// a root, a config or a secrets file that cannot be used is usage, 2.
     pub fn exit_code(&self) -> i32 {
         match self {
-            RegistrySetupError::Root(_) => exit_code::USAGE,
-            RegistrySetupError::Registry(_) | RegistrySetupError::Dispatcher(_) => {
-                exit_code::INTERNAL
-            }
+            RegistrySetupError::Root(_)
+            | RegistrySetupError::Registry(_)
+            | RegistrySetupError::Dispatcher(_) => exit_code::USAGE,
+        }
+    }
+
+    /// The exit code of `exec --json`/`--jsonl`, which the contract's result
+    /// section fixes: 2 for bad usage (a root, a `--config` file that is
+    /// missing or unreadable, an unknown `--profile`: what the command line
+    /// names), 125 for a bad config (one that reads but does not load, a
+    /// refused secrets file).
+    pub fn exec_exit_code(&self) -> i32 {
+        match self {
+            RegistrySetupError::Root(_)
+            | RegistrySetupError::Registry(
+                RegistryError::Read { .. }
+                | RegistryError::UnknownProfile { .. }
+                | RegistryError::Root { .. },
+            ) => exit_code::USAGE,
+            RegistrySetupError::Registry(RegistryError::Invalid { .. })
+            | RegistrySetupError::Dispatcher(_) => exit_code::INTERNAL,
         }
     }
 }

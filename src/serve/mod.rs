@@ -59,7 +59,7 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         Ok(s) => s,
         Err(e) => {
             eprintln!("agent-reach serve: {e}");
-            return exit_code::INTERNAL;
+            return exit_code::FAILURE;
         }
     };
     // Every child of the server is started by the engine, but for the
@@ -116,7 +116,7 @@ pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("agent-reach serve: cannot start the async runtime: {e}");
-            return exit_code::INTERNAL;
+            return exit_code::FAILURE;
         }
     };
     let code = runtime.block_on(serve(config, args, dispatcher, auth));
@@ -167,7 +167,7 @@ async fn serve(
         (Ok(t), Ok(i), Ok(h)) => (t, i, h),
         _ => {
             eprintln!("agent-reach serve: cannot install signal handlers");
-            return exit_code::INTERNAL;
+            return exit_code::FAILURE;
         }
     };
     if !args.listen.is_empty() {
@@ -211,7 +211,7 @@ async fn serve(
         Ok(stdio) => stdio,
         Err(e) => {
             eprintln!("agent-reach serve: cannot use stdin/stdout: {e}");
-            return exit_code::INTERNAL;
+            return exit_code::FAILURE;
         }
     };
     tracing::info!(pid = std::process::id(), "serving MCP on stdio");
@@ -244,7 +244,7 @@ async fn run_protocol(
         }
         Err(e) => {
             tracing::error!(error = %e, "the MCP service failed");
-            exit_code::INTERNAL
+            exit_code::FAILURE
         }
     }
 }

@@ -12,9 +12,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The binary under test.
+/// Names the binary under test instead of cargo's build (CI points it at
+/// the one `install.sh` installed: the shipped binary is the tested one).
+pub const TEST_BIN_VAR: &str = "AGENT_REACH_TEST_BIN";
+
+/// The binary under test: `$AGENT_REACH_TEST_BIN`, else cargo's build.
 pub fn bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agent-reach"))
+    match std::env::var_os(TEST_BIN_VAR) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_agent-reach")),
+    }
 }
 
 /// A per-test scenario: a work dir, a private agent-reach home, a bin dir for links.

@@ -2,9 +2,11 @@
 
 mod apply_patch;
 mod dispatch;
+mod distribution;
 mod exec;
 mod exec_api;
 pub mod exec_json;
+mod exit_codes;
 mod mcp_http;
 mod output;
 mod path_guard;
