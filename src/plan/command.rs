@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::sandbox::{self, Confinement};
+use super::sandbox;
 use super::{
-    APPLY_PATCH_TIMEOUT, ApprovalAsk, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT_TOKENS, Door,
-    Plan, Planner, Rejection, Request,
+    APPLY_PATCH_TIMEOUT, ApprovalAsk, DEFAULT_COMMAND_TIMEOUT, Door, Plan, Planner, Rejection,
+    Request,
 };
-use crate::exec::{RenderOptions, SESSION_VAR};
+use crate::exec::SESSION_VAR;
 use crate::registry::confine::confine;
 use crate::registry::kinds;
 use crate::registry::metrics::RAW_COMMAND_LABEL;
@@ -74,25 +74,10 @@ pub fn plan_command(
     spec.tty = tty;
     spec.timeout = timeout;
     spec.merge_output = request.session;
-    let report = match sandbox {
-        Some(sandboxed) => {
-            let confinement = Confinement {
-                policy: sandboxed,
-                network: policy.network_for(false),
-                writable_roots: policy.writable_roots.clone(),
-                best_effort: policy.best_effort,
-            };
-            let (wrapper, report) =
-                sandbox::wrapper(&planner.config, &confinement, &cwd, &spec.session_tag)?;
-            spec.wrapper = wrapper;
-            spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
-            report
-        }
-        None => None,
-    };
+    let report = sandbox::confine(planner, &mut spec, sandbox, policy.network_for(false))?;
     Ok(Plan {
         spec,
-        render: render(request),
+        render: super::render(request),
         demand: Demand {
             group: None,
             exclusive: None,
@@ -134,25 +119,10 @@ pub fn plan_apply_patch(
     argv.push(input.into());
     let mut spec = planner.spec(argv, cwd.clone(), env, tag, planner.all_secrets.clone());
     spec.timeout = Some(APPLY_PATCH_TIMEOUT);
-    let report = match sandbox {
-        Some(sandboxed) => {
-            let confinement = Confinement {
-                policy: sandboxed,
-                network: crate::sandbox::Network::Deny,
-                writable_roots: planner.policy.writable_roots.clone(),
-                best_effort: planner.policy.best_effort,
-            };
-            let (wrapper, report) =
-                sandbox::wrapper(&planner.config, &confinement, &cwd, &spec.session_tag)?;
-            spec.wrapper = wrapper;
-            spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
-            report
-        }
-        None => None,
-    };
+    let report = sandbox::confine(planner, &mut spec, sandbox, crate::sandbox::Network::Deny)?;
     Ok(Plan {
         spec,
-        render: render(request),
+        render: super::render(request),
         demand: Demand {
             group: None,
             exclusive: None,
@@ -163,15 +133,6 @@ pub fn plan_apply_patch(
         cache: None,
         report,
     })
-}
-
-fn render(request: &Request) -> RenderOptions {
-    RenderOptions {
-        max_output_tokens: request
-            .max_output_tokens
-            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-        keep_color: false,
-    }
 }
 
 /// Where a raw command runs: `run` takes its directory as given; `exec`

@@ -57,6 +57,16 @@ use crate::scheduler::Demand;
 
 pub use crate::output::render::DEFAULT_MAX_OUTPUT_TOKENS;
 
+/// How a request's output is shown: its token budget, colour stripped.
+fn render(request: &Request) -> RenderOptions {
+    RenderOptions {
+        max_output_tokens: request
+            .max_output_tokens
+            .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
+        keep_color: false,
+    }
+}
+
 /// A tool without `timeout` is killed after this long.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 /// A one-shot raw command without `timeout_ms` is killed after this long

@@ -5,7 +5,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{PlannerConfig, Rejection};
+use super::{Planner, PlannerConfig, Rejection};
+use crate::exec::SpawnSpec;
 use crate::registry::kinds;
 use crate::sandbox::{Network, Policy, SandboxSpec};
 
@@ -35,6 +36,30 @@ pub struct Confinement {
     pub network: Network,
     pub writable_roots: Vec<PathBuf>,
     pub best_effort: bool,
+}
+
+/// Puts a planned spec under `policy` (none: left as it is): the wrapper
+/// that starts it through the sandbox personality, with the operator's
+/// writable roots and strictness, and the report file it attests to.
+pub fn confine(
+    planner: &Planner,
+    spec: &mut SpawnSpec,
+    policy: Option<Policy>,
+    network: Network,
+) -> Result<Option<ReportGuard>, Rejection> {
+    let Some(policy) = policy else {
+        return Ok(None);
+    };
+    let confinement = Confinement {
+        policy,
+        network,
+        writable_roots: planner.policy.writable_roots.clone(),
+        best_effort: planner.policy.best_effort,
+    };
+    let (wrapper, report) = wrapper(&planner.config, &confinement, &spec.cwd, &spec.session_tag)?;
+    spec.wrapper = wrapper;
+    spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
+    Ok(report)
 }
 
 /// The wrapper argv (empty when there is no sandbox link) and its report.
@@ -82,26 +107,33 @@ pub fn wrapper(
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_report_file_goes_with_its_guard() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = PlannerConfig {
+    fn config(home: &Path, sandbox_prefix: &[&str]) -> PlannerConfig {
+        PlannerConfig {
             env: Default::default(),
-            home: dir.path().to_path_buf(),
-            sandbox_prefix: vec![
-                "/x/exe".into(),
-                "--agent-reach-run-as=agent-reach-sandbox".into(),
-            ],
+            home: home.to_path_buf(),
+            sandbox_prefix: sandbox_prefix.iter().map(OsString::from).collect(),
             apply_patch_prefix: Vec::new(),
             use_cgroup: false,
-        };
-        let confinement = Confinement {
+        }
+    }
+
+    fn read_only() -> Confinement {
+        Confinement {
             policy: Policy::ReadOnly,
             network: Network::Deny,
             writable_roots: Vec::new(),
             best_effort: false,
-        };
-        let (argv, report) = wrapper(&config, &confinement, Path::new("/w"), "t1").unwrap();
+        }
+    }
+
+    #[test]
+    fn the_report_file_goes_with_its_guard() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(
+            dir.path(),
+            &["/x/exe", "--agent-reach-run-as=agent-reach-sandbox"],
+        );
+        let (argv, report) = wrapper(&config, &read_only(), Path::new("/w"), "t1").unwrap();
         assert_eq!(argv[0], "/x/exe");
         assert_eq!(argv[1], "--agent-reach-run-as=agent-reach-sandbox");
         assert!(argv.contains(&OsString::from("read-only")));
@@ -114,19 +146,7 @@ mod tests {
 
     #[test]
     fn no_sandbox_link_is_an_error_not_an_unconfined_run() {
-        let config = PlannerConfig {
-            env: Default::default(),
-            home: "/nonexistent".into(),
-            sandbox_prefix: Vec::new(),
-            apply_patch_prefix: Vec::new(),
-            use_cgroup: false,
-        };
-        let confinement = Confinement {
-            policy: Policy::ReadOnly,
-            network: Network::Deny,
-            writable_roots: Vec::new(),
-            best_effort: false,
-        };
-        assert!(wrapper(&config, &confinement, Path::new("/w"), "t").is_err());
+        let config = config(Path::new("/nonexistent"), &[]);
+        assert!(wrapper(&config, &read_only(), Path::new("/w"), "t").is_err());
     }
 }

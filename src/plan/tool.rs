@@ -9,12 +9,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::command::caller_cwd;
-use super::sandbox::{self, Confinement};
-use super::{
-    ApprovalAsk, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TOOL_TIMEOUT, Door, Plan, Planner, Rejection,
-    Request,
-};
-use crate::exec::RenderOptions;
+use super::sandbox;
+use super::{ApprovalAsk, DEFAULT_TOOL_TIMEOUT, Door, Plan, Planner, Rejection, Request};
 use crate::registry::cache::CacheKey;
 use crate::registry::confine::confine;
 use crate::registry::env::tool_env;
@@ -120,30 +116,15 @@ pub fn plan_tool(
     let mut spec = planner.spec(argv, cwd.clone(), env, tag, all_secrets);
     spec.tty = tty;
     spec.timeout = Some(timeout);
-    let report = match sandbox {
-        Some(sandboxed) => {
-            let confinement = Confinement {
-                policy: sandboxed,
-                network: policy.network_for(tool.network),
-                writable_roots: policy.writable_roots.clone(),
-                best_effort: policy.best_effort,
-            };
-            let (wrapper, report) =
-                sandbox::wrapper(&planner.config, &confinement, &cwd, &spec.session_tag)?;
-            spec.wrapper = wrapper;
-            spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
-            report
-        }
-        None => None,
-    };
+    let report = sandbox::confine(
+        planner,
+        &mut spec,
+        sandbox,
+        policy.network_for(tool.network),
+    )?;
     Ok(Plan {
         spec,
-        render: RenderOptions {
-            max_output_tokens: request
-                .max_output_tokens
-                .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS),
-            keep_color: false,
-        },
+        render: super::render(request),
         demand: Demand {
             group: tool.group.clone(),
             exclusive: tool.exclusive.clone(),
