@@ -504,6 +504,7 @@ fn captures_for(spec: &SpawnSpec) -> Captures {
         cap_bytes: spec.limits.cap_bytes,
         secrets: spec.secrets.clone(),
         keep_color: spec.limits.keep_color,
+        keep_blanks: spec.limits.keep_blanks,
         tty: spec.tty,
         label: format!("{}-{label}", spec.session_tag),
         spill: store.clone(),

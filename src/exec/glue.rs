@@ -25,6 +25,7 @@ pub struct SinkConfig {
     pub cap_bytes: usize,
     pub secrets: Vec<(String, Vec<u8>)>,
     pub keep_color: bool,
+    pub keep_blanks: bool,
     pub tty: bool,
     /// Names the spill file (`<tag>-stdout`).
     pub label: String,
@@ -73,6 +74,7 @@ impl Sink {
                 spill,
                 redactor,
                 keep_color: config.keep_color,
+                keep_blanks: config.keep_blanks,
                 tty: config.tty,
             }),
             total: 0,
@@ -196,6 +198,7 @@ mod tests {
             cap_bytes: cap,
             secrets,
             keep_color: false,
+            keep_blanks: false,
             tty: false,
             label: "t".into(),
             spill: None,

@@ -31,6 +31,8 @@ pub struct OutputLimits {
     pub spill: bool,
     /// Keep SGR colour sequences instead of stripping them.
     pub keep_color: bool,
+    /// Keep the blanks at the end of lines instead of dropping them.
+    pub keep_blanks: bool,
 }
 
 impl Default for OutputLimits {
@@ -40,6 +42,7 @@ impl Default for OutputLimits {
             spill_cap_bytes: DEFAULT_SPILL_CAP_BYTES,
             spill: true,
             keep_color: false,
+            keep_blanks: false,
         }
     }
 }

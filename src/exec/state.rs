@@ -422,6 +422,7 @@ mod tests {
                 cap_bytes: 10,
                 secrets: vec![],
                 keep_color: false,
+                keep_blanks: false,
                 tty: false,
                 label: "t".into(),
                 spill: None,

@@ -38,6 +38,8 @@ pub struct CaptureConfig {
     pub redactor: Option<Redactor>,
     /// Keep SGR colour sequences in the cleaned text.
     pub keep_color: bool,
+    /// Keep the blanks at the end of lines (they are dropped otherwise).
+    pub keep_blanks: bool,
     /// The stream comes from a PTY (informational: the clean-up is the
     /// same, since programs draw on pipes too).
     pub tty: bool,
@@ -50,6 +52,7 @@ impl Default for CaptureConfig {
             spill: None,
             redactor: None,
             keep_color: false,
+            keep_blanks: false,
             tty: false,
         }
     }
@@ -146,11 +149,15 @@ pub struct StreamCapture {
 impl StreamCapture {
     pub fn new(config: CaptureConfig) -> Self {
         let redactor = config.redactor.filter(|r| !r.is_empty());
+        let mut cleaner = TerminalCleaner::new(config.keep_color);
+        if config.keep_blanks {
+            cleaner.keep_blanks();
+        }
         Self {
             cap_bytes: config.cap_bytes,
             text_redactor: redactor.clone(),
             redactor,
-            cleaner: TerminalCleaner::new(config.keep_color),
+            cleaner,
             committed_scratch: Vec::new(),
             spill: config.spill,
             window: HeadTail::new(config.cap_bytes),

@@ -46,6 +46,9 @@ pub struct ScreenLine {
     folds: bool,
     /// A hash of the text a reader was last shown of this row.
     shown: Option<u64>,
+    /// Blanks at the end of a committed line are kept (a protocol that
+    /// must pass output on byte for byte).
+    keep_blanks: bool,
 }
 
 /// Earlier states of a redrawn line: the first, the latest few, and how
@@ -97,6 +100,12 @@ impl ScreenLine {
             folds: true,
             ..Self::default()
         }
+    }
+
+    /// The same line, keeping the blanks at the end of what it commits.
+    pub fn keeping_blanks(mut self, keep: bool) -> Self {
+        self.keep_blanks = keep;
+        self
     }
 
     /// A row of a full screen: redraws replace it, without a history.
@@ -340,7 +349,11 @@ impl ScreenLine {
     /// fresh line.
     pub fn commit(&mut self, out: &mut Vec<u8>, newline: bool) {
         if self.history.is_empty() {
-            out.extend_from_slice(trim_trailing_blanks(&self.text));
+            if self.keep_blanks && self.folds {
+                out.extend_from_slice(&self.text);
+            } else {
+                out.extend_from_slice(trim_trailing_blanks(&self.text));
+            }
         } else {
             self.history.record(&self.text);
             self.write_folded(out);

@@ -89,6 +89,8 @@ pub(crate) struct Screen {
     /// Spans of `committed` the model already saw while they were live.
     seen: Vec<Range<usize>>,
     keep_color: bool,
+    /// Lines (not rows of a full screen) keep their trailing blanks.
+    pub(crate) keep_blanks: bool,
 }
 
 impl Screen {
@@ -100,7 +102,15 @@ impl Screen {
             committed: Vec::new(),
             seen: Vec::new(),
             keep_color,
+            keep_blanks: false,
         }
+    }
+
+    /// From now on lines keep the blanks at their end.
+    pub(crate) fn keep_blanks(&mut self) {
+        self.keep_blanks = true;
+        let line = std::mem::take(&mut self.rows.line);
+        self.rows.line = line.keeping_blanks(true);
     }
 
     /// Cleaned text that is final, not yet cleared.
@@ -310,7 +320,7 @@ impl Screen {
         let mut live: Vec<ScreenLine> = rows.above.drain(..).collect();
         live.push(std::mem::replace(
             &mut rows.line,
-            ScreenLine::new(self.keep_color),
+            ScreenLine::new(self.keep_color).keeping_blanks(self.keep_blanks),
         ));
         live.extend(rows.below.drain(..));
         rows.screen_mode = false;

@@ -57,6 +57,12 @@ impl TerminalCleaner {
         }
     }
 
+    /// Lines keep the blanks at their end from now on (rows of a full
+    /// screen still lose them).
+    pub fn keep_blanks(&mut self) {
+        self.screen.keep_blanks();
+    }
+
     /// Cleans everything at once (a finished capture, a test, a benchmark).
     pub fn clean(bytes: &[u8], keep_color: bool) -> Vec<u8> {
         let mut cleaner = Self::new(keep_color);
@@ -264,6 +270,18 @@ mod tests {
         // The first frame was passed on before the cursor moved up.
         let raw = "a: 0\nb: 0\n\x1b[2A\x1b[2Ka: 1\n\x1b[2Kb: 1\nend\n";
         assert_eq!(clean(raw), "a: 0\nb: 0\na: 1\nb: 1\nend\n");
+    }
+
+    #[test]
+    fn a_cleaner_keeping_blanks_passes_lines_on_with_them() {
+        let raw = b"a\n \nb  \nredrawn\rre  \n";
+        let mut cleaner = TerminalCleaner::new(false);
+        cleaner.keep_blanks();
+        cleaner.push(raw);
+        cleaner.finish();
+        let kept = String::from_utf8(cleaner.committed().to_vec()).unwrap();
+        assert_eq!(kept, "a\n \nb  \nredrawn \u{2192} re  awn\n");
+        assert_eq!(clean("a\n \nb  \n"), "a\n\nb\n", "the default drops them");
     }
 
     #[test]

@@ -74,6 +74,7 @@ pub fn plan_command(
     spec.tty = tty;
     spec.timeout = timeout;
     spec.merge_output = request.session;
+    spec.limits.keep_blanks = request.keep_blanks;
     let report = sandbox::confine(planner, &mut spec, sandbox, policy.network_for(false))?;
     Ok(Plan {
         spec,

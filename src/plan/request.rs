@@ -55,6 +55,9 @@ pub struct Request {
     /// A live session (streams merged, newest output kept for `wait_for`),
     /// not a one-shot run.
     pub session: bool,
+    /// Raw commands: blanks at the end of lines are kept (a door that must
+    /// pass output on byte for byte, as SWE-ReX's); dropped otherwise.
+    pub keep_blanks: bool,
 }
 
 /// A request refused before anything ran.
@@ -97,6 +100,7 @@ impl Request {
             replace_env: false,
             sandbox: None,
             session: false,
+            keep_blanks: false,
         }
     }
 

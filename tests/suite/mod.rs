@@ -20,3 +20,4 @@ mod sandboxd_grpc;
 mod sandboxd_rest;
 mod scheduler;
 mod serve;
+mod swerex;

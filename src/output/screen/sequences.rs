@@ -105,7 +105,11 @@ impl Screen {
             // Whole plain lines go straight through: nothing can redraw them.
             let simple = first_control_but_newline_or_tab(bytes).unwrap_or(bytes.len());
             if let Some(last_newline) = memchr::memrchr(b'\n', &bytes[..simple]) {
-                push_lines_trimmed(&mut self.committed, &bytes[..=last_newline]);
+                if self.keep_blanks {
+                    self.committed.extend_from_slice(&bytes[..=last_newline]);
+                } else {
+                    push_lines_trimmed(&mut self.committed, &bytes[..=last_newline]);
+                }
                 at = last_newline + 1;
             }
         }

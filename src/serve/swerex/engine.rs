@@ -11,7 +11,7 @@ use super::error::{PyClass, SwerexError};
 use super::pyrepr;
 use crate::exec::{Completed, ExecError, Execution};
 use crate::plan::sandbox::ReportGuard;
-use crate::plan::{Door, Plan, Rejection, Request};
+use crate::plan::{Door, Plan, Rejection, Request, Target};
 use crate::serve::listen::Shared;
 
 /// Variables of the server's own environment a command never inherits: the
@@ -82,6 +82,8 @@ fn request(
 ) -> Request {
     let mut request = Request::command(argv);
     request.workdir = cwd;
+    // The original passes output on as the command wrote it.
+    request.keep_blanks = true;
     match replace_env {
         Some(given) => {
             request.replace_env = true;
@@ -89,6 +91,9 @@ fn request(
                 .iter()
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)))
                 .collect();
+            if !given.contains_key("PATH") {
+                on_python_default_path(&mut request, &shared.root);
+            }
         }
         None => {
             request.env = shared
@@ -102,6 +107,25 @@ fn request(
         }
     }
     request
+}
+
+/// Where Python's `subprocess` looks for a program when the environment it
+/// is given has no `PATH` (`os.defpath`).
+const PYTHON_DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// `subprocess.run(["sh", ...], env={...})` without `PATH` still finds `sh`
+/// on `os.defpath`; the command itself then runs without `PATH`, as there.
+fn on_python_default_path(request: &mut Request, root: &std::path::Path) {
+    let Target::Command(argv) = &mut request.target else {
+        return;
+    };
+    let Some(program) = argv.first_mut() else {
+        return;
+    };
+    let env = BTreeMap::from([(OsString::from("PATH"), OsString::from(PYTHON_DEFAULT_PATH))]);
+    if let Ok(found) = crate::exec::resolve::resolve_program(program, root, &env) {
+        *program = found.into_os_string();
+    }
 }
 
 fn plan(shared: &Shared, request: &Request) -> Result<Plan, SwerexError> {

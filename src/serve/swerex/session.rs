@@ -36,6 +36,12 @@ const INTERRUPT_PAUSE: Duration = Duration::from_millis(200);
 const RESTORE_TIMEOUT: Duration = Duration::from_secs(2);
 /// The ^C byte: the terminal sends SIGINT to its foreground job.
 const CTRL_C: &[u8] = b"\x03";
+/// The ^Z byte: the terminal stops its foreground job (SIGTSTP) and the
+/// shell takes the terminal back.
+const CTRL_Z: &[u8] = b"\x1a";
+/// What the original types after ^Z: the stopped job killed by the shell,
+/// which reports it (`[1]+  Killed ...`) before a later prompt.
+const KILL_STOPPED_JOB: &str = "kill -9 %%";
 
 /// `BashObservation`.
 #[derive(Debug, Clone, Serialize)]
@@ -313,8 +319,12 @@ impl BashSession {
     /// The command ran past its timeout: bring the shell back, keep what
     /// the command printed, and say so as the original does.
     async fn timed_out(&mut self, action: &BashAction) -> SwerexError {
+        self.after_timeout = None;
         let recovered = self.recover().await;
-        self.after_timeout = Some(self.take_clean());
+        let rest = self.take_clean();
+        self.after_timeout
+            .get_or_insert_with(String::new)
+            .push_str(&rest);
         let timeout = action
             .timeout
             .map_or_else(|| "None".to_owned(), pyrepr::float);
@@ -341,6 +351,11 @@ impl BashSession {
                 WaitEnd::Exited => return false,
                 WaitEnd::Deadline => {}
             }
+            match self.stop_and_kill_job(step, &any).await {
+                WaitEnd::Matched => return true,
+                WaitEnd::Exited => return false,
+                WaitEnd::Deadline => {}
+            }
             self.kill_foreground();
             match self.wait(Some(Instant::now() + step), &any).await {
                 WaitEnd::Matched => return true,
@@ -349,6 +364,31 @@ impl BashSession {
             }
         }
         false
+    }
+
+    /// The original's way past a job that ignores ^C (a pager, an editor):
+    /// ^Z, then `kill -9 %%` typed to the shell, so the shell itself kills
+    /// the job and reports it as it would to a person.
+    async fn stop_and_kill_job(&mut self, step: Duration, any: &Regex) -> WaitEnd {
+        if self.type_line_bytes(CTRL_Z).is_err() {
+            return WaitEnd::Exited;
+        }
+        match self.wait(Some(Instant::now() + step), any).await {
+            WaitEnd::Matched => {}
+            other => return other,
+        }
+        // Past the stopped job's prompt: wait for the one after the kill,
+        // keeping what the job printed for the interrupt that follows.
+        let before = self.take_clean();
+        self.after_timeout
+            .get_or_insert_with(String::new)
+            .push_str(&before);
+        let mut line = KILL_STOPPED_JOB.to_owned();
+        line.push('\n');
+        if self.type_line(&line).is_err() {
+            return WaitEnd::Exited;
+        }
+        self.wait(Some(Instant::now() + step), any).await
     }
 
     /// SIGKILL to the PTY's foreground process group, unless that is the

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Drives agent-reach's `swerex-remote` personality with SWE-ReX's own client
+# (`swe-rex` from PyPI, plus `aiohttp`, which its RemoteRuntime imports
+# without declaring it). Makes (once) a virtualenv under target/, builds the
+# binary if needed, links it as `swerex-remote`, runs client_test.py, then
+# SWE-ReX's own remote-runtime tests (tests/swerex/upstream.sh). Exits
+# non-zero if any check fails.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+venv="${SWEREX_TEST_VENV:-target/swerex-venv}"
+python="${PYTHON:-python3}"
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import swerex, aiohttp, pytest, pytest_asyncio' 2>/dev/null; then
+    echo "== making $venv with swe-rex"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check 'swe-rex>=1.4,<2' aiohttp pytest pytest-asyncio requests
+fi
+bin="${AGENT_REACH_BIN:-target/debug/agent-reach}"
+if [[ -z "${AGENT_REACH_BIN:-}" ]]; then
+    cargo build --quiet --bin agent-reach
+fi
+links="target/swerex-links"
+mkdir -p "$links"
+ln -sf "$(realpath "$bin")" "$links/swerex-remote"
+echo "== SWE-ReX RemoteRuntime against $links/swerex-remote"
+timeout 600 "$venv/bin/python" tests/swerex/client_test.py "$(cd "$links" && pwd)/swerex-remote"
+echo "== SWE-ReX's own remote runtime tests against $links/swerex-remote"
+SWEREX_TEST_VENV="$venv" timeout 900 tests/swerex/upstream.sh "$(cd "$links" && pwd)/swerex-remote"
