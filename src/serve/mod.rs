@@ -23,7 +23,6 @@ pub mod orphans;
 pub mod params;
 pub mod procfs;
 pub(crate) mod python_runtime;
-pub mod registry_tools;
 pub mod reply;
 pub mod sandboxd_grpc;
 pub(crate) mod sandboxd_rest;

@@ -47,7 +47,7 @@ impl RegistryTools {
                 _ => Map::new(),
             };
             add_request_fields(&mut schema, spec.params.iter().map(|p| p.name.as_str()));
-            tools.push(super::tools::raw_tool(
+            tools.push(super::raw_tool(
                 spec.name().to_owned(),
                 spec.description(),
                 schema,
@@ -106,7 +106,7 @@ impl RegistryTools {
             .and_then(|v| v.as_u64())
             .and_then(|v| usize::try_from(v).ok());
         // The model's `approve` never counts over MCP: a person is asked.
-        let result = match super::approval::plan_with_person(
+        let result = match crate::serve::approval::plan_with_person(
             self.dispatcher.planner(),
             &request,
             peer,

@@ -1,0 +1,93 @@
+//! `kill_session`: ends a session (SIGTERM to all it started, SIGKILL after
+//! a grace) and replies with its last output and how it ended.
+
+use std::time::Instant;
+
+use rmcp::handler::server::common::schema_for_type;
+use rmcp::model::{ContentBlock, Tool};
+
+use super::KILL_SESSION;
+use crate::exec::RenderOptions;
+use crate::logging::{self, ExecutionEvent};
+use crate::serve::params::{self, KillSessionParams};
+use crate::serve::reply::{Reply, ReplyState};
+use crate::serve::server::{
+    AgentReachServer, JsonArgs, ToolFailure, ToolResult, full_output_path, parse, reply_result,
+    text_result,
+};
+use crate::serve::session;
+use crate::serve::table::Lookup;
+
+/// What the model reads about the tool.
+const DOC: &str = "End a session: SIGTERM to everything it started, SIGKILL after a short grace. Returns its last output and how it ended.";
+
+/// The tool as listed.
+pub(super) fn tool() -> Tool {
+    Tool::new(KILL_SESSION, DOC, schema_for_type::<KillSessionParams>())
+}
+
+impl AgentReachServer {
+    pub(in crate::serve) async fn kill_session(&self, args: JsonArgs) -> ToolResult {
+        let started = Instant::now();
+        let p: params::KillSessionParams = parse(args)?;
+        let id = p.session_id;
+        let session = match self.table().get(self.client.id(), id) {
+            Lookup::Live(s) => s,
+            Lookup::Ended(how) => {
+                return Ok(text_result(format!("session {id} already {how}")));
+            }
+            Lookup::Unknown => return Err(ToolFailure::refused(format!("no session {id}"))),
+        };
+        let report = session.exec.terminate().await;
+        let exit = session.exec.exit_info();
+        if let Some(exit) = &exit {
+            self.count_end(&session, exit);
+        }
+        let exit_code = exit.as_ref().map(session::exit_code_of);
+        let how = match exit_code {
+            Some(code) => format!("was killed (exit code {code})"),
+            None => "was killed".to_owned(),
+        };
+        self.table().end(id, how.clone());
+        let rendered = session.exec.take_output(&RenderOptions {
+            max_output_tokens: params::MAX_OUTPUT_TOKENS_DEFAULT,
+            keep_color: false,
+        });
+        let mut notes = self.table().take_notes(self.client.id());
+        if !report.survivors.is_empty() {
+            notes.push(format!(
+                "these processes could not be killed: {:?}",
+                report.survivors
+            ));
+        }
+        let reply = Reply {
+            wall_time_seconds: Reply::wall_time(started.elapsed()),
+            exit_code,
+            session_id: None,
+            state: ReplyState::Exited,
+            original_token_count: rendered.original_token_count,
+            full_output_path: full_output_path(&session.exec, &rendered),
+            output: rendered.text,
+            truncated: rendered.truncated,
+            sandbox: session.attestation(),
+            notes,
+        };
+        let argv = self.redact_all(std::slice::from_ref(&session.command));
+        logging::execution(&ExecutionEvent {
+            tool: KILL_SESSION,
+            argv: &argv,
+            cwd: &self.inner.config.root,
+            duration: started.elapsed(),
+            session_id: Some(id),
+            state: "killed",
+            exit_code,
+            bytes_out: reply.original_token_count * 4,
+            truncated: reply.truncated,
+        });
+        let mut result = reply_result(&reply);
+        result
+            .content
+            .insert(0, ContentBlock::text(format!("session {id} {how}")));
+        Ok(result)
+    }
+}
