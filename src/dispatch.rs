@@ -124,8 +124,8 @@ pub fn main() -> i32 {
 /// Runs one personality to its exit code.
 pub fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
     match personality {
-        Personality::ApplyPatch => crate::apply_patch::cli::main(&ctx),
-        Personality::Sandbox => crate::sandbox::cli::main(&ctx),
+        Personality::ApplyPatch => crate::apply_patch::command::main(&ctx),
+        Personality::Sandbox => crate::sandbox::command::main(&ctx),
         Personality::Exec => crate::cli::run::exec_personality(ctx),
         Personality::SwerexRemote => crate::serve::swerex::personality::main(ctx),
         Personality::Cli => crate::cli::main(ctx),

@@ -7,9 +7,9 @@
 //! write fails. Nothing is written unless every hunk of every file applies.
 //!
 //! [`apply`] does all three and is what the MCP server calls; [`check`]
-//! stops before writing. The `apply_patch` personality is [`cli::main`].
+//! stops before writing. The `apply_patch` personality is [`command::main`].
 
-pub mod cli;
+pub mod command;
 mod commit;
 mod error;
 mod hunks;

@@ -15,7 +15,7 @@
 //! and a short-lived killer at a timeout.
 //!
 //! A process that starts children only through the engine (`run`, `serve`)
-//! should call [`spawner::claim_all_children`] after `Session::start` made
+//! should call [`spawner::claim_all_children`] after `ProcessSession::start` made
 //! it a subreaper: then orphans that even cleared their environment are
 //! attributed, killed and reaped (with several executions running, at
 //! their end or at the last [`kill_orphans`]).

@@ -55,7 +55,7 @@ pub fn is_alive(pid: i32) -> bool {
     stat(pid).is_some_and(|s| s.is_alive())
 }
 
-/// Whether this process is a child subreaper (`Session::start` makes it
+/// Whether this process is a child subreaper (`ProcessSession::start` makes it
 /// one): then orphans of the commands we run come back to us.
 pub fn is_child_subreaper() -> bool {
     let mut flag: libc::c_int = 0;

@@ -12,9 +12,9 @@ use super::{
     Request,
 };
 use crate::exec::SESSION_VAR;
-use crate::registry::confine::confine;
 use crate::registry::kinds;
 use crate::registry::metrics::RAW_COMMAND_LABEL;
+use crate::registry::root_path::confine_to_root;
 use crate::sandbox::Policy;
 use crate::scheduler::Demand;
 
@@ -75,7 +75,7 @@ pub fn plan_command(
     spec.timeout = timeout;
     spec.merge_output = request.session;
     spec.limits.keep_blanks = request.keep_blanks;
-    let report = sandbox::confine(planner, &mut spec, sandbox, policy.network_for(false))?;
+    let report = sandbox::apply_sandbox(planner, &mut spec, sandbox, policy.network_for(false))?;
     Ok(Plan {
         spec,
         render: super::render(request),
@@ -120,7 +120,8 @@ pub fn plan_apply_patch(
     argv.push(input.into());
     let mut spec = planner.spec(argv, cwd.clone(), env, tag, planner.all_secrets.clone());
     spec.timeout = Some(APPLY_PATCH_TIMEOUT);
-    let report = sandbox::confine(planner, &mut spec, sandbox, crate::sandbox::Network::Deny)?;
+    let report =
+        sandbox::apply_sandbox(planner, &mut spec, sandbox, crate::sandbox::Network::Deny)?;
     Ok(Plan {
         spec,
         render: super::render(request),
@@ -156,7 +157,7 @@ fn command_cwd(
 
 /// A directory given by the caller, confined to the project root.
 pub fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
-    let dir = confine(root, root, workdir)
+    let dir = confine_to_root(root, root, workdir)
         .map_err(|e| Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}")))?;
     if !dir.is_dir() {
         return Err(Rejection::rejected(

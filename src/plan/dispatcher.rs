@@ -40,7 +40,7 @@ pub struct DispatcherConfig {
 }
 
 impl DispatcherConfig {
-    /// A config for a process that has a session PATH dir (`Session::start`).
+    /// A config for a process that has a session PATH dir (`ProcessSession::start`).
     pub fn for_session(
         env: BTreeMap<OsString, OsString>,
         home: PathBuf,

@@ -41,7 +41,7 @@ pub struct Confinement {
 /// Puts a planned spec under `policy` (none: left as it is): the wrapper
 /// that starts it through the sandbox personality, with the operator's
 /// writable roots and strictness, and the report file it attests to.
-pub fn confine(
+pub fn apply_sandbox(
     planner: &Planner,
     spec: &mut SpawnSpec,
     policy: Option<Policy>,

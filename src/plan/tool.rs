@@ -12,10 +12,10 @@ use super::command::caller_cwd;
 use super::sandbox;
 use super::{ApprovalAsk, DEFAULT_TOOL_TIMEOUT, Door, Plan, Planner, Rejection, Request};
 use crate::registry::cache::CacheKey;
-use crate::registry::confine::confine;
 use crate::registry::env::tool_env;
 use crate::registry::model::{CwdPolicy, ToolSpec};
 use crate::registry::params::{PathContext, expand, validate_extra, validate_named};
+use crate::registry::root_path::confine_to_root;
 use crate::registry::{Availability, Registry, kinds};
 use crate::scheduler::Demand;
 
@@ -116,7 +116,7 @@ pub fn plan_tool(
     let mut spec = planner.spec(argv, cwd.clone(), env, tag, all_secrets);
     spec.tty = tty;
     spec.timeout = Some(timeout);
-    let report = sandbox::confine(
+    let report = sandbox::apply_sandbox(
         planner,
         &mut spec,
         sandbox,
@@ -170,7 +170,7 @@ fn tool_cwd(
         }
     };
     if let Some(workdir) = workdir {
-        let asked = confine(root, root, workdir).ok();
+        let asked = confine_to_root(root, root, workdir).ok();
         if asked.as_deref() != Some(fixed.as_path()) {
             return Err(Rejection::rejected(
                 kinds::INVALID_WORKDIR,

@@ -6,7 +6,6 @@
 
 pub mod builtin;
 pub mod cache;
-pub mod confine;
 pub mod env;
 pub mod kinds;
 pub mod load;
@@ -17,6 +16,7 @@ pub mod model;
 pub mod node;
 pub mod params;
 pub(crate) mod parse;
+pub mod root_path;
 pub mod schema;
 pub mod secrets;
 pub mod template;

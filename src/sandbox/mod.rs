@@ -48,7 +48,7 @@
 
 pub mod args;
 pub mod attestation;
-pub mod cli;
+pub mod command;
 #[cfg(target_os = "linux")]
 pub mod confine;
 #[cfg(target_os = "linux")]

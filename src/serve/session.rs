@@ -63,7 +63,7 @@ pub enum SessionState {
 
 /// A command the table keeps.
 #[derive(Debug)]
-pub struct Session {
+pub struct CommandSession {
     pub exec: Execution,
     pub command: String,
     pub tty: bool,
@@ -75,13 +75,13 @@ pub struct Session {
     report: Option<crate::plan::sandbox::ReportGuard>,
 }
 
-impl Prunable for Session {
+impl Prunable for CommandSession {
     fn has_exited(&self) -> bool {
         self.exec.exit_info().is_some()
     }
 }
 
-impl Session {
+impl CommandSession {
     pub fn new(
         exec: Execution,
         command: String,

@@ -2,7 +2,7 @@
 //! the tool list, the dispatcher and the metrics, and what the tools'
 //! handlers have in common (argument parsing, failures, replies, logs).
 //!
-//! Every call is parsed into a validated request first ([`super::params`]);
+//! Every call is parsed into a validated request first ([`super::tool_params`]);
 //! a bad argument or a failed start is a tool error with one clear line,
 //! never a crash of the server. The tools themselves are in
 //! [`super::tools`], one module each; rmcp's [`rmcp::ServerHandler`] glue is
@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use super::approval;
 use super::client::ClientSeat;
 use super::reply::{Reply, ReplyState};
-use super::session::Session;
+use super::session::CommandSession;
 use super::table::SessionTable;
 use super::tools::{self, registry::RegistryTools};
 use crate::exec::{Execution, ExitInfo, Rendered};
@@ -55,7 +55,7 @@ pub struct AgentReachServer {
 
 pub(super) struct Inner {
     pub(super) config: ServeConfig,
-    pub(super) table: Mutex<SessionTable<Session>>,
+    pub(super) table: Mutex<SessionTable<CommandSession>>,
     pub(super) tools: Vec<Tool>,
     /// The shell tools are served (the policy's `allow_raw_commands`).
     pub(super) raw_commands: bool,
@@ -164,7 +164,7 @@ impl AgentReachServer {
         &self.inner.config
     }
 
-    pub(super) fn table(&self) -> MutexGuard<'_, SessionTable<Session>> {
+    pub(super) fn table(&self) -> MutexGuard<'_, SessionTable<CommandSession>> {
         // A panic while holding the lock leaves consistent data behind: the
         // table's operations do not unwind half-way.
         self.inner
@@ -216,7 +216,7 @@ impl AgentReachServer {
 
     /// Counts the end of a session's command once, as a run of
     /// `exec_command` lasting from its start to now.
-    pub(super) fn count_end(&self, session: &Session, exit: &ExitInfo) {
+    pub(super) fn count_end(&self, session: &CommandSession, exit: &ExitInfo) {
         if session.first_to_count_end() {
             self.inner.metrics.record_outcome(
                 tools::EXEC_COMMAND,
@@ -235,7 +235,7 @@ impl AgentReachServer {
         approval::plan_with_person(self.inner.dispatcher.planner(), request, &ctx.peer).await
     }
 
-    pub(super) fn kill_pruned(&self, pruned: Vec<(u64, Arc<Session>)>) {
+    pub(super) fn kill_pruned(&self, pruned: Vec<(u64, Arc<CommandSession>)>) {
         for (id, session) in pruned {
             let max = self.client.max_sessions();
             let how = format!(

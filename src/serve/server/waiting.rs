@@ -12,7 +12,7 @@ use rmcp::service::RequestContext;
 use super::{AgentReachServer, full_output_path};
 use crate::exec::RenderOptions;
 use crate::serve::reply::{Reply, ReplyState};
-use crate::serve::session::{self, Session, WaitOutcome};
+use crate::serve::session::{self, CommandSession, WaitOutcome};
 
 /// How often a waiting call sends a progress notification.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
@@ -20,7 +20,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 impl AgentReachServer {
     pub(in crate::serve) async fn wait_with_progress(
         &self,
-        session: &Session,
+        session: &CommandSession,
         until: Instant,
         wait_for: Option<&regex::Regex>,
         ctx: &RequestContext<RoleServer>,
@@ -57,7 +57,7 @@ impl AgentReachServer {
     pub(in crate::serve) async fn reply(
         &self,
         id: u64,
-        session: &Session,
+        session: &CommandSession,
         outcome: WaitOutcome,
         max_output_tokens: usize,
         started: Instant,
@@ -105,7 +105,7 @@ impl AgentReachServer {
 
 /// The reply to a call cancelled mid-wait (by the client, or because its
 /// connection dropped): nothing is read, so the next poll loses nothing.
-fn cancelled_reply(id: u64, session: &Session, started: Instant) -> Reply {
+fn cancelled_reply(id: u64, session: &CommandSession, started: Instant) -> Reply {
     Reply {
         wall_time_seconds: Reply::wall_time(started.elapsed()),
         exit_code: None,

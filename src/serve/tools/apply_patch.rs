@@ -13,11 +13,11 @@ use super::APPLY_PATCH;
 use crate::exec::Execution;
 use crate::logging::{self, ExecutionEvent};
 use crate::plan::{Request, Target};
-use crate::serve::params::{self, ApplyPatchParams};
 use crate::serve::server::{
     AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, text_result,
 };
 use crate::serve::session;
+use crate::serve::tool_params::{self, ApplyPatchParams};
 
 /// What the model reads about the tool: the patch format in brief.
 const DOC: &str = "Edit files with a patch in the apply_patch format, all or nothing:\n\
@@ -46,7 +46,7 @@ impl AgentReachServer {
         ctx: &RequestContext<RoleServer>,
     ) -> ToolResult {
         let started = Instant::now();
-        let p: params::ApplyPatchParams = parse(args)?;
+        let p: tool_params::ApplyPatchParams = parse(args)?;
         let mut request = Request::new(Target::ApplyPatch { input: p.input });
         request.workdir = p.workdir.filter(|w| !w.is_empty()).map(PathBuf::from);
         let plan = self.plan(&request, ctx).await.map_err(|rejection| {

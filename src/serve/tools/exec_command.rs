@@ -14,12 +14,12 @@ use super::EXEC_COMMAND;
 use crate::exec::Execution;
 use crate::logging::{self, ExecutionEvent};
 use crate::plan::Request;
-use crate::serve::params::{self, ExecCommandParams, ExecRequest};
 use crate::serve::reply::ReplyState;
 use crate::serve::server::{
     AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, state_name,
 };
-use crate::serve::session::Session;
+use crate::serve::session::CommandSession;
+use crate::serve::tool_params::{self, ExecCommandParams, ExecRequest};
 
 /// What the model reads about the tool: the two waits, servers, tty, folding.
 const DOC: &str = "Run a shell command line and return its output.\n\
@@ -45,14 +45,14 @@ impl AgentReachServer {
         ctx: &RequestContext<RoleServer>,
     ) -> ToolResult {
         let started = Instant::now();
-        let p: params::ExecCommandParams = parse(args)?;
+        let p: tool_params::ExecCommandParams = parse(args)?;
         let shell = self
             .inner
             .config
             .env
             .get(std::ffi::OsStr::new("SHELL"))
             .and_then(|s| s.to_str());
-        let req = params::exec_request(p, shell, &self.inner.config.root)?;
+        let req = tool_params::exec_request(p, shell, &self.inner.config.root)?;
         let mut request = Request::command(req.argv.iter().map(OsString::from).collect());
         request.workdir = Some(req.workdir.clone());
         request.tty = Some(req.tty);
@@ -70,7 +70,12 @@ impl AgentReachServer {
             self.log(&req, started, None, "error", None, 0, false);
             ToolFailure::from(e)
         })?;
-        let session = Arc::new(Session::new(exec, req.cmd.clone(), req.tty, plan.report));
+        let session = Arc::new(CommandSession::new(
+            exec,
+            req.cmd.clone(),
+            req.tty,
+            plan.report,
+        ));
         let admitted = self.table().insert(
             self.client.id(),
             session.clone(),

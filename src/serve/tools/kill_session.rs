@@ -9,7 +9,6 @@ use rmcp::model::{ContentBlock, Tool};
 use super::KILL_SESSION;
 use crate::exec::RenderOptions;
 use crate::logging::{self, ExecutionEvent};
-use crate::serve::params::{self, KillSessionParams};
 use crate::serve::reply::{Reply, ReplyState};
 use crate::serve::server::{
     AgentReachServer, JsonArgs, ToolFailure, ToolResult, full_output_path, parse, reply_result,
@@ -17,6 +16,7 @@ use crate::serve::server::{
 };
 use crate::serve::session;
 use crate::serve::table::Lookup;
+use crate::serve::tool_params::{self, KillSessionParams};
 
 /// What the model reads about the tool.
 const DOC: &str = "End a session: SIGTERM to everything it started, SIGKILL after a short grace. Returns its last output and how it ended.";
@@ -29,7 +29,7 @@ pub(super) fn tool() -> Tool {
 impl AgentReachServer {
     pub(in crate::serve) async fn kill_session(&self, args: JsonArgs) -> ToolResult {
         let started = Instant::now();
-        let p: params::KillSessionParams = parse(args)?;
+        let p: tool_params::KillSessionParams = parse(args)?;
         let id = p.session_id;
         let session = match self.table().get(self.client.id(), id) {
             Lookup::Live(s) => s,
@@ -50,7 +50,7 @@ impl AgentReachServer {
         };
         self.table().end(id, how.clone());
         let rendered = session.exec.take_output(&RenderOptions {
-            max_output_tokens: params::MAX_OUTPUT_TOKENS_DEFAULT,
+            max_output_tokens: tool_params::MAX_OUTPUT_TOKENS_DEFAULT,
             keep_color: false,
         });
         let mut notes = self.table().take_notes(self.client.id());

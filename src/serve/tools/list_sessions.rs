@@ -8,10 +8,10 @@ use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 
 use super::LIST_SESSIONS;
-use crate::serve::params::{self, NoParams};
-use crate::serve::procfs;
 use crate::serve::server::{AgentReachServer, JsonArgs, ToolResult, parse};
-use crate::serve::session::{self, Session};
+use crate::serve::session::{self, CommandSession};
+use crate::serve::session_ports;
+use crate::serve::tool_params::{self, NoParams};
 
 /// What the model reads about the tool.
 const DOC: &str = "List the running sessions: id, command, state (active, idle, exited), age, idle time, pid, bytes of output not yet read, and the TCP ports its processes listen on (so you know which session holds port 3000).";
@@ -24,7 +24,7 @@ pub(super) fn tool() -> Tool {
 
 impl AgentReachServer {
     pub(in crate::serve) async fn list_sessions(&self, args: JsonArgs) -> ToolResult {
-        let _: params::NoParams = parse(args)?;
+        let _: tool_params::NoParams = parse(args)?;
         let sessions = self.table().live_of(self.client.id());
         let rows = tokio::task::spawn_blocking(move || session_rows(&sessions))
             .await
@@ -70,7 +70,7 @@ struct SessionRow {
     ports: Vec<u16>,
 }
 
-fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
+fn session_rows(sessions: &[(u64, Arc<CommandSession>)]) -> Vec<SessionRow> {
     let stats: Vec<_> = crate::exec::procfs::all_pids()
         .into_iter()
         .filter_map(crate::exec::procfs::stat)
@@ -85,7 +85,7 @@ fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
             )
             .into_iter()
             .collect();
-            let family = procfs::family(&stats, pid as i32, &tagged);
+            let family = session_ports::family(&stats, pid as i32, &tagged);
             let last = s
                 .exec
                 .last_output_at()
@@ -100,7 +100,7 @@ fn session_rows(sessions: &[(u64, Arc<Session>)]) -> Vec<SessionRow> {
                 age_seconds: round1(s.started.elapsed()),
                 idle_seconds: round1(last.elapsed()),
                 bytes_pending: s.exec.pending_bytes(),
-                ports: procfs::listening_ports(&family),
+                ports: session_ports::listening_ports(&family),
             }
         })
         .collect()

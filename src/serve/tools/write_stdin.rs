@@ -11,12 +11,12 @@ use rmcp::service::RequestContext;
 
 use super::WRITE_STDIN;
 use crate::logging::{self, ExecutionEvent};
-use crate::serve::params::{self, PollRequest, WriteStdinParams};
 use crate::serve::server::{
     AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, state_name,
 };
-use crate::serve::session::Session;
+use crate::serve::session::CommandSession;
 use crate::serve::table::Lookup;
+use crate::serve::tool_params::{self, PollRequest, WriteStdinParams};
 
 /// What the model reads about the tool: how to type, poll and end input.
 const DOC: &str = "Type into a running session (started with `tty: true`) and/or read the output it produced since the last reply.\n\
@@ -37,8 +37,8 @@ impl AgentReachServer {
         ctx: &RequestContext<RoleServer>,
     ) -> ToolResult {
         let started = Instant::now();
-        let p: params::WriteStdinParams = parse(args)?;
-        let req: PollRequest = params::poll_request(p)?;
+        let p: tool_params::WriteStdinParams = parse(args)?;
+        let req: PollRequest = tool_params::poll_request(p)?;
         let id = req.session_id;
         let session = self.live_session(id, !req.chars.is_empty())?;
         let mut write_note = None;
@@ -79,7 +79,7 @@ impl AgentReachServer {
     }
 
     /// The live session `id`, or the one-line answer saying what became of it.
-    fn live_session(&self, id: u64, writing: bool) -> Result<Arc<Session>, ToolFailure> {
+    fn live_session(&self, id: u64, writing: bool) -> Result<Arc<CommandSession>, ToolFailure> {
         let nothing_written = if writing { "; nothing was written" } else { "" };
         match self.table().get(self.client.id(), id) {
             Lookup::Live(s) => Ok(s),

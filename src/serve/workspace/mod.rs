@@ -3,7 +3,7 @@
 //! `/download`, `/list`, `/exists`): `--root`, and nothing outside it.
 //!
 //! A client's path is first resolved the way the kernel will resolve it,
-//! with [`crate::registry::confine`] (the one confinement of the crate):
+//! with [`crate::registry::root_path`] (the one confinement of the crate):
 //! `..` and symbolic links are followed and the result must stay under the
 //! root, else [`WorkspaceError::Escapes`] (HTTP 403). As in the reference
 //! sandboxd, a leading `/` (or the root itself) means the workspace, so
@@ -22,7 +22,7 @@ use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use crate::registry::confine::{ConfineError, confine};
+use crate::registry::root_path::{ConfineError, confine_to_root};
 
 pub(crate) use fs::{Entry, EntryKind};
 
@@ -119,7 +119,7 @@ impl Workspace {
     pub(crate) fn resolve(&self, path: &str) -> Result<Target, WorkspaceError> {
         let shown = path.to_owned();
         let rel = self.relative(path)?;
-        let resolved = confine(&self.root, &self.root, rel).map_err(|e| match e {
+        let resolved = confine_to_root(&self.root, &self.root, rel).map_err(|e| match e {
             ConfineError::Outside { .. } => WorkspaceError::Escapes {
                 path: shown.clone(),
             },

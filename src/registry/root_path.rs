@@ -25,7 +25,7 @@ pub enum ConfineError {
 
 /// Resolves `value` (relative to `base`) and checks it lies inside `root`.
 /// `root` and `base` must be canonical. Returns the resolved absolute path.
-pub fn confine(root: &Path, base: &Path, value: &Path) -> Result<PathBuf, ConfineError> {
+pub fn confine_to_root(root: &Path, base: &Path, value: &Path) -> Result<PathBuf, ConfineError> {
     if value.as_os_str().is_empty() {
         return Err(ConfineError::Empty);
     }
@@ -91,24 +91,24 @@ mod tests {
     fn inside_paths_resolve() {
         let (_dir, root) = setup();
         assert_eq!(
-            confine(&root, &root, Path::new("src")).unwrap(),
+            confine_to_root(&root, &root, Path::new("src")).unwrap(),
             root.join("src")
         );
         assert_eq!(
-            confine(&root, &root, Path::new("src/../src/sub")).unwrap(),
+            confine_to_root(&root, &root, Path::new("src/../src/sub")).unwrap(),
             root.join("src/sub")
         );
         assert_eq!(
-            confine(&root, &root, Path::new("inner/sub")).unwrap(),
+            confine_to_root(&root, &root, Path::new("inner/sub")).unwrap(),
             root.join("src/sub")
         );
         assert_eq!(
-            confine(&root, &root, Path::new("new/file.txt")).unwrap(),
+            confine_to_root(&root, &root, Path::new("new/file.txt")).unwrap(),
             root.join("new/file.txt")
         );
-        assert_eq!(confine(&root, &root, Path::new(".")).unwrap(), root);
+        assert_eq!(confine_to_root(&root, &root, Path::new(".")).unwrap(), root);
         assert_eq!(
-            confine(&root, &root.join("src"), Path::new("..")).unwrap(),
+            confine_to_root(&root, &root.join("src"), Path::new("..")).unwrap(),
             root
         );
     }
@@ -128,14 +128,14 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    confine(&root, &root, Path::new(bad)),
+                    confine_to_root(&root, &root, Path::new(bad)),
                     Err(ConfineError::Outside { .. })
                 ),
                 "{bad}"
             );
         }
         assert_eq!(
-            confine(&root, &root, Path::new("")),
+            confine_to_root(&root, &root, Path::new("")),
             Err(ConfineError::Empty)
         );
     }
