@@ -9,6 +9,9 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+#[path = "src/sandbox/seccomp_names.rs"]
+mod seccomp_names;
+
 #[path = "src/sandbox/seccomp_merge.rs"]
 mod seccomp_merge;
 
@@ -45,7 +48,7 @@ fn main() {
     };
     let mut code = String::from(
         "/// Filters compiled from the JSON policy by build.rs, by name.\n\
-         pub static PRECOMPILED: &[(&str, &[seccompiler::sock_filter])] = &[\n",
+         pub(crate) static PRECOMPILED: &[(&str, &[seccompiler::sock_filter])] = &[\n",
     );
     if let Some(arch) = arch {
         let texts: Vec<(String, Option<&str>)> = POLICY_FILES

@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 
 /// The environment variable that counts how deeply agent-reach personalities
 /// have re-executed themselves (the dispatch refuses a 32nd).
-pub const DEPTH_VAR: &str = "AGENT_REACH_DEPTH";
+pub(crate) const DEPTH_VAR: &str = "AGENT_REACH_DEPTH";
 /// Disables the per-execution cgroup (the `/proc` session-tag fallback is
 /// used instead); for testing the fallback and for machines where creating
 /// cgroups is unwanted.
-pub const NO_CGROUP_VAR: &str = "AGENT_REACH_NO_CGROUP";
+pub(crate) const NO_CGROUP_VAR: &str = "AGENT_REACH_NO_CGROUP";
 /// The environment variable naming agent-reach's state directory.
-pub const HOME_VAR: &str = "AGENT_REACH_HOME";
+pub(crate) const HOME_VAR: &str = "AGENT_REACH_HOME";
 
 /// What the process was started with.
 #[derive(Debug, Clone)]

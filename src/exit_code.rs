@@ -8,31 +8,31 @@
 //! other subcommand says [`SUCCESS`], [`FAILURE`] or [`USAGE`].
 
 /// The command (or agent-reach's own work) succeeded.
-pub const SUCCESS: i32 = 0;
+pub(crate) const SUCCESS: i32 = 0;
 /// The common convention's failure: a check that found problems, a request
 /// that did not succeed, a probe the configuration needs that failed.
-pub const FAILURE: i32 = 1;
+pub(crate) const FAILURE: i32 = 1;
 /// `apply_patch`: the patch was malformed or did not apply; nothing was changed.
-pub const BAD_PATCH: i32 = 1;
+pub(crate) const BAD_PATCH: i32 = 1;
 /// Bad usage: unknown flag, missing argument (clap's convention too), a
 /// missing or unreadable file or directory named on the command line, a bad
 /// config.
-pub const USAGE: i32 = 2;
+pub(crate) const USAGE: i32 = 2;
 /// The command was killed at its command timeout.
-pub const TIMEOUT: i32 = 124;
+pub(crate) const TIMEOUT: i32 = 124;
 /// agent-reach itself failed: bad flags, bad config, sandbox not available,
 /// or a personality that this build does not carry.
-pub const INTERNAL: i32 = 125;
+pub(crate) const INTERNAL: i32 = 125;
 /// The command was found but could not be executed.
-pub const CANNOT_EXECUTE: i32 = 126;
+pub(crate) const CANNOT_EXECUTE: i32 = 126;
 /// The command was not found.
-pub const NOT_FOUND: i32 = 127;
+pub(crate) const NOT_FOUND: i32 = 127;
 /// Added to the signal number when a command was killed by a signal.
-pub const SIGNAL_BASE: i32 = 128;
+pub(crate) const SIGNAL_BASE: i32 = 128;
 
 /// The end of `run --help` (and `agent-reach-exec --help`): what its exit
 /// status means, as `timeout --help` says it.
-pub const RUN_EXIT_STATUS: &str = "\
+pub(crate) const RUN_EXIT_STATUS: &str = "\
 Exit status:
   the command's own  it finished by itself
   124                killed at the command timeout (--timeout-ms)
@@ -42,7 +42,7 @@ Exit status:
   128+N              the command was killed by signal N for another reason";
 
 /// The end of `exec --help`: the codes the contract's result section fixes.
-pub const EXEC_EXIT_STATUS: &str = "\
+pub(crate) const EXEC_EXIT_STATUS: &str = "\
 Exit status:
   0    --json: the result's status is success; --jsonl: the input ended
   1    --json: any other status (the result says why)
@@ -51,6 +51,6 @@ Exit status:
   125  agent-reach itself failed: a --config that does not load, the session";
 
 /// The exit code for a process killed by `signal`, the shell's convention.
-pub fn for_signal(signal: i32) -> i32 {
+pub(crate) fn for_signal(signal: i32) -> i32 {
     SIGNAL_BASE + signal
 }

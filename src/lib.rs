@@ -4,22 +4,24 @@
 //! ([`dispatch`]). Each personality is a library function that returns an
 //! exit code; `main.rs` only calls [`dispatch::process_main`].
 
+#![warn(unreachable_pub)]
+
 pub mod apply_patch;
-pub mod cli;
-pub mod context;
+pub(crate) mod cli;
+pub(crate) mod context;
 pub mod dispatch;
 pub mod exec;
-pub mod exit_code;
-pub mod kernel_file;
-pub mod logging;
+pub(crate) mod exit_code;
+pub(crate) mod kernel_file;
+pub(crate) mod logging;
 pub mod output;
 pub mod path_guard;
-pub mod personality;
-pub mod plan;
-pub mod registry;
+pub(crate) mod personality;
+pub(crate) mod plan;
+pub(crate) mod registry;
 pub mod result;
 pub mod sandbox;
-pub mod scheduler;
+pub(crate) mod scheduler;
 pub mod serve;
-pub mod stdio;
-pub mod sync;
+pub(crate) mod stdio;
+pub(crate) mod sync;

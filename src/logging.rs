@@ -12,11 +12,11 @@ use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
 /// The environment variable that overrides the log filter (`info` by default).
-pub const LOG_FILTER_VAR: &str = "AGENT_REACH_LOG";
+pub(crate) const LOG_FILTER_VAR: &str = "AGENT_REACH_LOG";
 
 /// Installs a plain-text subscriber on stderr with `filter` (`exec`'s
 /// logs: nothing unless asked for, since its stdout is the results).
-pub fn init_stderr_text(filter: &str) {
+pub(crate) fn init_stderr_text(filter: &str) {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -28,14 +28,14 @@ pub fn init_stderr_text(filter: &str) {
 /// The log file could not be opened.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot open log file {}: {source}", path.display())]
-pub struct LogFileError {
+pub(crate) struct LogFileError {
     pub path: PathBuf,
     pub source: std::io::Error,
 }
 
 /// Installs the JSON subscriber. `filter` is `$AGENT_REACH_LOG` if set; the
 /// SDK's own chatter is kept at `warn` unless the filter names it.
-pub fn init(log_file: Option<&Path>, filter: Option<&str>) -> Result<(), LogFileError> {
+pub(crate) fn init(log_file: Option<&Path>, filter: Option<&str>) -> Result<(), LogFileError> {
     let filter = EnvFilter::try_new(filter.unwrap_or("info,rmcp=warn"))
         .unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
     let builder = tracing_subscriber::fmt()
@@ -66,7 +66,7 @@ pub fn init(log_file: Option<&Path>, filter: Option<&str>) -> Result<(), LogFile
 
 /// One execution, as the log records it.
 #[derive(Debug, Clone)]
-pub struct ExecutionEvent<'a> {
+pub(crate) struct ExecutionEvent<'a> {
     pub tool: &'a str,
     pub argv: &'a [String],
     pub cwd: &'a Path,
@@ -80,7 +80,7 @@ pub struct ExecutionEvent<'a> {
 }
 
 /// Writes one execution event.
-pub fn execution(event: &ExecutionEvent<'_>) {
+pub(crate) fn execution(event: &ExecutionEvent<'_>) {
     tracing::info!(
         target: "agent_reach::execution",
         tool = event.tool,

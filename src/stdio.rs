@@ -11,14 +11,14 @@ use std::io::{self, Write};
 use crate::exit_code;
 
 /// Writes all of `bytes` to stdout and flushes.
-pub fn write_stdout(bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_stdout(bytes: &[u8]) -> io::Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(bytes)?;
     out.flush()
 }
 
 /// The exit code a personality ends with after stdout failed with `err`.
-pub fn exit_code_for_stdout_error(err: &io::Error) -> i32 {
+pub(crate) fn exit_code_for_stdout_error(err: &io::Error) -> i32 {
     if err.kind() == io::ErrorKind::BrokenPipe {
         exit_code::SUCCESS
     } else {
@@ -28,18 +28,18 @@ pub fn exit_code_for_stdout_error(err: &io::Error) -> i32 {
 }
 
 /// Prints `text` to stdout; on failure returns the exit code to end with.
-pub fn print_or_exit_code(text: &str) -> Result<(), i32> {
+pub(crate) fn print_or_exit_code(text: &str) -> Result<(), i32> {
     write_stdout(text.as_bytes()).map_err(|e| exit_code_for_stdout_error(&e))
 }
 
 /// Prints `text` to stdout under the common convention: 0 when written (or
 /// when the reader went away), [`exit_code::FAILURE`] when stdout failed.
-pub fn print_or_failure(text: &str) -> i32 {
+pub(crate) fn print_or_failure(text: &str) -> i32 {
     write_or_failure(text.as_bytes())
 }
 
 /// [`print_or_failure`] for bytes.
-pub fn write_or_failure(bytes: &[u8]) -> i32 {
+pub(crate) fn write_or_failure(bytes: &[u8]) -> i32 {
     match write_stdout(bytes) {
         Ok(()) => exit_code::SUCCESS,
         Err(err) if err.kind() == io::ErrorKind::BrokenPipe => exit_code::SUCCESS,
@@ -48,10 +48,4 @@ pub fn write_or_failure(bytes: &[u8]) -> i32 {
             exit_code::FAILURE
         }
     }
-}
-
-/// The one-line error personalities print when this build lacks them.
-pub fn not_available(what: &str) -> i32 {
-    eprintln!("agent-reach: {what} is not available in this build");
-    exit_code::INTERNAL
 }

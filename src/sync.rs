@@ -6,6 +6,6 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Locks `mutex`, taking the guard of a poisoned one as it is.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

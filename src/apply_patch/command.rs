@@ -34,7 +34,7 @@ enum Request {
 }
 
 /// Applies the patch given as the one argument or on stdin.
-pub fn main(ctx: &ProcessContext) -> i32 {
+pub(crate) fn main(ctx: &ProcessContext) -> i32 {
     let (patch_arg, options) = match parse_args(&ctx.args) {
         Ok(Request::Help) => {
             return crate::stdio::print_or_failure(USAGE);

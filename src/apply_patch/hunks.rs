@@ -23,7 +23,7 @@ struct Replacement {
 }
 
 /// Applies `chunks` to `file`; `path` is only used in messages.
-pub fn apply_chunks(
+pub(super) fn apply_chunks(
     file: &TextFile,
     chunks: &[Chunk],
     path: &Path,

@@ -9,7 +9,7 @@
 //! [`apply`] does all three and is what the MCP server calls; [`check`]
 //! stops before writing. The `apply_patch` personality is [`command::main`].
 
-pub mod command;
+pub(crate) mod command;
 mod commit;
 mod error;
 mod hunks;

@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// A patch path resolved for reading and writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedPath {
+pub(super) struct ResolvedPath {
     /// Where the file's contents live: symbolic links followed, the last
     /// component included. Updates read and write here.
     pub target: PathBuf,
@@ -55,14 +55,14 @@ impl std::fmt::Display for Refusal {
 
 /// The working directory, as given and with links resolved.
 #[derive(Debug, Clone)]
-pub struct Workdir {
+pub(super) struct Workdir {
     given: PathBuf,
     real: PathBuf,
 }
 
 impl Workdir {
     /// Resolves the working directory; it must exist.
-    pub fn new(dir: &Path) -> std::io::Result<Self> {
+    pub(super) fn new(dir: &Path) -> std::io::Result<Self> {
         let real = std::fs::canonicalize(dir)?;
         let given = if dir.is_absolute() {
             lexical_normalize(dir)
@@ -74,12 +74,12 @@ impl Workdir {
 
     /// The working directory with links resolved.
     #[cfg(test)]
-    pub fn real(&self) -> &Path {
+    pub(crate) fn real(&self) -> &Path {
         &self.real
     }
 
     /// Resolves a patch path; `allow_outside` lifts the confinement.
-    pub fn resolve(&self, raw: &Path, allow_outside: bool) -> Result<ResolvedPath, Refusal> {
+    pub(super) fn resolve(&self, raw: &Path, allow_outside: bool) -> Result<ResolvedPath, Refusal> {
         let lexical = lexical_normalize(&self.given.join(raw));
         let inside_lexically = lexical.starts_with(&self.given) || lexical.starts_with(&self.real);
         if !allow_outside && !inside_lexically {
@@ -143,7 +143,7 @@ fn is_symlink(path: &Path) -> bool {
 }
 
 /// Folds `.` and `..` without touching the file system.
-pub fn lexical_normalize(path: &Path) -> PathBuf {
+pub(super) fn lexical_normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {

@@ -29,7 +29,7 @@ const LEVELS: [MatchLevel; 4] = [
 ];
 
 /// The lines of one file, searched by every chunk of an update.
-pub struct Haystack<'a> {
+pub(super) struct Haystack<'a> {
     lines: &'a [std::borrow::Cow<'a, str>],
     trimmed_end: OnceCell<Vec<&'a str>>,
     trimmed: OnceCell<Vec<&'a str>>,
@@ -38,7 +38,7 @@ pub struct Haystack<'a> {
 
 /// Where a search found its lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Found {
+pub(super) struct Found {
     /// Index of the first matching line.
     pub index: usize,
     /// How strictly it matched.
@@ -47,7 +47,7 @@ pub struct Found {
 
 /// The region of a file that looks most like lines that were not found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
+pub(super) struct Candidate {
     /// Index of the region's first line.
     pub index: usize,
     /// How many of the wanted lines the region has (after normalizing).
@@ -56,7 +56,7 @@ pub struct Candidate {
 
 impl<'a> Haystack<'a> {
     /// Wraps a file's lines.
-    pub fn new(lines: &'a [std::borrow::Cow<'a, str>]) -> Self {
+    pub(super) fn new(lines: &'a [std::borrow::Cow<'a, str>]) -> Self {
         Self {
             lines,
             trimmed_end: OnceCell::new(),
@@ -66,12 +66,12 @@ impl<'a> Haystack<'a> {
     }
 
     /// The number of lines.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.lines.len()
     }
 
     /// Line `index` as text.
-    pub fn line(&self, index: usize) -> Option<&str> {
+    pub(super) fn line(&self, index: usize) -> Option<&str> {
         self.lines.get(index).map(|l| l.as_ref())
     }
 
@@ -83,7 +83,7 @@ impl<'a> Haystack<'a> {
     /// The first position at or after `start` where `pattern` matches, at
     /// the strictest level that matches anywhere there. With `at_end` only
     /// the position that ends at the last line counts.
-    pub fn seek(&self, pattern: &[&str], start: usize, at_end: bool) -> Option<Found> {
+    pub(super) fn seek(&self, pattern: &[&str], start: usize, at_end: bool) -> Option<Found> {
         let len = self.lines.len();
         if pattern.len() > len {
             return None;
@@ -123,7 +123,7 @@ impl<'a> Haystack<'a> {
     /// The region most like `pattern`, for an error message: the window
     /// sharing the most non-blank lines (normalized) with it, else the line
     /// most similar to its first non-blank line.
-    pub fn closest(&self, pattern: &[&str]) -> Option<Candidate> {
+    pub(super) fn closest(&self, pattern: &[&str]) -> Option<Candidate> {
         let normalized = self.normalized();
         let wanted: Vec<String> = pattern.iter().map(|p| normalize(p)).collect();
         let mut best: Option<Candidate> = None;
@@ -178,7 +178,7 @@ fn find_window<L: AsRef<str>, W: AsRef<str>>(
 
 /// A line with surrounding whitespace removed and Unicode punctuation that
 /// models render as ASCII (or the reverse) made ASCII.
-pub fn normalize(line: &str) -> String {
+pub(super) fn normalize(line: &str) -> String {
     line.trim()
         .chars()
         .filter_map(|c| match c {

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 /// How a line ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Eol {
+pub(super) enum Eol {
     /// `\n`
     Lf,
     /// `\r\n`
@@ -30,7 +30,7 @@ impl Eol {
 
 /// One line of a file: its bytes without the ending, and the ending.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Line {
+pub(super) struct Line {
     /// The line's bytes, without `\n` / `\r\n`.
     pub bytes: Vec<u8>,
     /// How it ended in the file.
@@ -39,14 +39,14 @@ pub struct Line {
 
 impl Line {
     /// The line as text for matching; invalid UTF-8 becomes U+FFFD.
-    pub fn text(&self) -> Cow<'_, str> {
+    pub(super) fn text(&self) -> Cow<'_, str> {
         String::from_utf8_lossy(&self.bytes)
     }
 }
 
 /// A file split into lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextFile {
+pub(super) struct TextFile {
     /// The lines; a final newline does not make an empty last line.
     pub lines: Vec<Line>,
     /// The ending new lines get: `\r\n` when most lines use it.
@@ -55,7 +55,7 @@ pub struct TextFile {
 
 impl TextFile {
     /// Splits bytes into lines.
-    pub fn parse(contents: &[u8]) -> Self {
+    pub(super) fn parse(contents: &[u8]) -> Self {
         let mut lines = Vec::new();
         let mut crlf = 0usize;
         let mut lf = 0usize;
@@ -93,7 +93,7 @@ impl TextFile {
     }
 
     /// A line made from patch text, ending like the rest of the file.
-    pub fn new_line(&self, text: &str) -> Line {
+    pub(super) fn new_line(&self, text: &str) -> Line {
         Line {
             bytes: text.as_bytes().to_vec(),
             eol: self.dominant_eol,
@@ -101,12 +101,12 @@ impl TextFile {
     }
 
     /// The lines as text, for matching.
-    pub fn texts(&self) -> Vec<Cow<'_, str>> {
+    pub(super) fn texts(&self) -> Vec<Cow<'_, str>> {
         self.lines.iter().map(Line::text).collect()
     }
 
     /// The bytes to write: every line ends, the last one included.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.lines.iter().map(|l| l.bytes.len() + 2).sum());
         for line in &self.lines {
             out.extend_from_slice(&line.bytes);

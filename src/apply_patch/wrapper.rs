@@ -8,7 +8,7 @@
 
 /// A patch line with its 1-based line number in the text as it was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NumberedLine<'a> {
+pub(super) struct NumberedLine<'a> {
     /// 1-based line number in the original text.
     pub number: usize,
     /// The line without its `\n` or `\r\n`.
@@ -17,7 +17,7 @@ pub struct NumberedLine<'a> {
 
 /// Splits `input` into numbered lines and removes surrounding blank lines,
 /// a heredoc wrapper and a Markdown code fence, in any nesting.
-pub fn unwrap_patch(input: &str) -> Vec<NumberedLine<'_>> {
+pub(super) fn unwrap_patch(input: &str) -> Vec<NumberedLine<'_>> {
     let mut lines: Vec<NumberedLine<'_>> = input
         .lines()
         .enumerate()
@@ -63,7 +63,7 @@ fn strip_heredoc(lines: &mut Vec<NumberedLine<'_>>) -> bool {
 /// The delimiter of a heredoc opened on this line (`<<EOF`, `<<'EOF'`,
 /// `<< "EOF"`, `<<-EOF`), when the line holds nothing but a command
 /// around it and is not itself a patch line.
-pub fn heredoc_delimiter(line: &str) -> Option<&str> {
+pub(super) fn heredoc_delimiter(line: &str) -> Option<&str> {
     let line = line.trim();
     if line.starts_with("***") {
         return None;

@@ -9,14 +9,14 @@ use clap::CommandFactory;
 
 /// `completions` arguments.
 #[derive(Debug, clap::Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
 }
 
 /// The script for `shell`, for the command named `agent-reach`.
-pub fn script(shell: clap_complete::Shell) -> Vec<u8> {
+pub(crate) fn script(shell: clap_complete::Shell) -> Vec<u8> {
     let mut command = super::Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut command, "agent-reach", &mut out);
@@ -24,7 +24,7 @@ pub fn script(shell: clap_complete::Shell) -> Vec<u8> {
 }
 
 /// `agent-reach completions SHELL`: prints the script.
-pub fn main(args: &CompletionsArgs) -> i32 {
+pub(crate) fn main(args: &CompletionsArgs) -> i32 {
     crate::stdio::write_or_failure(&script(args.shell))
 }
 

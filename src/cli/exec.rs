@@ -24,7 +24,7 @@ use crate::result::{NormalizedResult, Status};
 #[derive(Debug, clap::Args)]
 #[command(after_help = exit_code::EXEC_EXIT_STATUS)]
 #[command(group(clap::ArgGroup::new("mode").required(true).multiple(false).args(["json", "jsonl"])))]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// One JSON request on stdin, one JSON result on stdout.
     #[arg(long)]
     pub json: bool,
@@ -39,7 +39,7 @@ pub struct ExecArgs {
 const MAX_REQUEST_BYTES: usize = 16 << 20;
 
 /// `agent-reach exec ...`.
-pub fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
+pub(crate) fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
     let session = match ProcessSession::start(&mut ctx) {
         Ok(session) => session,
         Err(err) => {

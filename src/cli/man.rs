@@ -16,7 +16,7 @@ use crate::exit_code;
 
 /// `man` arguments.
 #[derive(Debug, clap::Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write every page (agent-reach.1 and one per subcommand) into DIR.
     #[arg(long, value_name = "DIR")]
     pub out_dir: Option<PathBuf>,
@@ -24,7 +24,7 @@ pub struct ManArgs {
 
 /// Why the pages could not be made.
 #[derive(Debug, thiserror::Error)]
-pub enum ManError {
+pub(crate) enum ManError {
     #[error("cannot write the man page {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -94,7 +94,7 @@ fn exit_status_section(out: &mut Vec<u8>, text: &str) -> std::io::Result<()> {
 }
 
 /// The page `agent-reach(1)` as roff.
-pub fn page() -> Result<Vec<u8>, ManError> {
+pub(crate) fn page() -> Result<Vec<u8>, ManError> {
     render(&command())
 }
 
@@ -112,7 +112,7 @@ fn write_tree(command: &clap::Command, dir: &Path) -> Result<(), ManError> {
 }
 
 /// `agent-reach man`.
-pub fn main(args: &ManArgs) -> i32 {
+pub(crate) fn main(args: &ManArgs) -> i32 {
     let done = match &args.out_dir {
         Some(dir) => std::fs::create_dir_all(dir)
             .map_err(|source| ManError::Write {

@@ -5,14 +5,14 @@
 //! that run commands for others first set up the session ([`session`]),
 //! still on the single dispatch thread.
 
-pub mod completions;
-pub mod doctor;
-pub mod exec;
-pub mod man;
-pub mod run;
-pub mod serve;
-pub mod shell;
-pub mod tools;
+pub(crate) mod completions;
+pub(crate) mod doctor;
+pub(crate) mod exec;
+pub(crate) mod man;
+pub(crate) mod run;
+pub(crate) mod serve;
+pub(crate) mod shell;
+pub(crate) mod tools;
 
 use std::ffi::OsString;
 
@@ -24,7 +24,7 @@ use crate::exit_code;
 /// agent-reach: the execution layer for AI coding agents.
 #[derive(Debug, Parser)]
 #[command(name = "agent-reach", version, about, long_about = None, after_help = EXIT_STATUS)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
@@ -41,7 +41,7 @@ Exit status:
 
 /// The subcommands of the contract.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run one command through the exec engine.
     Run(run::RunArgs),
     /// One JSON request on stdin (--json), or many, one per line (--jsonl).
@@ -69,13 +69,13 @@ pub enum Command {
 
 /// Arguments handed unparsed to a personality that parses its own.
 #[derive(Debug, clap::Args)]
-pub struct PassThroughArgs {
+pub(crate) struct PassThroughArgs {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
     pub args: Vec<OsString>,
 }
 
 /// Parses the CLI arguments and runs the subcommand.
-pub fn main(ctx: ProcessContext) -> i32 {
+pub(crate) fn main(ctx: ProcessContext) -> i32 {
     if ctx.args.first().is_some_and(|first| first == "run") {
         // The latency-critical subcommand: parsing it alone builds one
         // subcommand's definition instead of the whole tree.
@@ -120,7 +120,7 @@ fn usage_error_code(ctx: &ProcessContext) -> i32 {
 }
 
 /// Prints a clap error (or help/version) and returns the exit code for it.
-pub fn clap_error_exit(err: &clap::Error, usage_code: i32) -> i32 {
+pub(crate) fn clap_error_exit(err: &clap::Error, usage_code: i32) -> i32 {
     use clap::error::ErrorKind;
     let _ = err.print();
     match err.kind() {

@@ -10,7 +10,7 @@
 //! found, 128+N when it was killed by signal N.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Parser;
 
@@ -29,7 +29,7 @@ use crate::sandbox::Policy;
 /// `run` arguments, as the contract fixes them.
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = exit_code::RUN_EXIT_STATUS)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124); 0 = never.
     #[arg(long, default_value_t = DEFAULT_COMMAND_TIMEOUT.as_millis() as u64)]
     pub timeout_ms: u64,
@@ -63,13 +63,13 @@ pub struct RunArgs {
     name = "agent-reach run",
     about = "Run one command through the exec engine"
 )]
-pub struct RunCli {
+pub(crate) struct RunCli {
     #[command(flatten)]
     pub run: RunArgs,
 }
 
 /// `agent-reach run ...`.
-pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
+pub(crate) fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
     let session = match ProcessSession::start(&mut ctx) {
         Ok(session) => session,
         Err(err) => {
@@ -83,7 +83,7 @@ pub fn main(args: RunArgs, mut ctx: ProcessContext) -> i32 {
 }
 
 /// The `agent-reach-exec` personality: the same as `agent-reach run`.
-pub fn exec_personality(ctx: ProcessContext) -> i32 {
+pub(crate) fn exec_personality(ctx: ProcessContext) -> i32 {
     let argv = std::iter::once(OsString::from("agent-reach-exec")).chain(ctx.args.iter().cloned());
     // The same options as `run`, under the personality's own name, with
     // --version as every personality has.
@@ -102,7 +102,7 @@ pub fn exec_personality(ctx: ProcessContext) -> i32 {
 
 /// A bad `run` option, found before anything starts.
 #[derive(Debug, thiserror::Error)]
-pub enum RunSetupError {
+pub(crate) enum RunSetupError {
     #[error("--env needs NAME or NAME=VALUE, got {given:?}")]
     BadEnv { given: String },
     #[error("the current working directory cannot be used: {0}")]
@@ -114,10 +114,10 @@ pub enum RunSetupError {
 }
 
 /// Names to copy from our environment, and values to set.
-pub type EnvFlags = (Vec<String>, Vec<(OsString, OsString)>);
+pub(crate) type EnvFlags = (Vec<String>, Vec<(OsString, OsString)>);
 
 /// What `--env` asks for: names to copy and values to set.
-pub fn parse_env_flags(flags: &[String]) -> Result<EnvFlags, RunSetupError> {
+pub(crate) fn parse_env_flags(flags: &[String]) -> Result<EnvFlags, RunSetupError> {
     let mut pass = Vec::new();
     let mut set = Vec::new();
     for flag in flags {
@@ -293,11 +293,6 @@ fn report_setup_error(args: &RunArgs, message: &str) -> i32 {
     exit_code::INTERNAL
 }
 
-/// The directory a relative `--workdir` is taken from.
-pub fn resolve_workdir(base: &Path, workdir: Option<&Path>) -> PathBuf {
-    workdir.map_or_else(|| base.to_path_buf(), |dir| base.join(dir))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,18 +312,5 @@ mod tests {
         );
         assert!(parse_env_flags(&["=1".into()]).is_err());
         assert!(parse_env_flags(&["".into()]).is_err());
-    }
-
-    #[test]
-    fn relative_workdir_is_taken_from_the_current_directory() {
-        assert_eq!(
-            resolve_workdir(Path::new("/a"), Some(Path::new("b"))),
-            PathBuf::from("/a/b")
-        );
-        assert_eq!(
-            resolve_workdir(Path::new("/a"), Some(Path::new("/c"))),
-            PathBuf::from("/c")
-        );
-        assert_eq!(resolve_workdir(Path::new("/a"), None), PathBuf::from("/a"));
     }
 }

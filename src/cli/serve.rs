@@ -2,9 +2,9 @@
 
 use crate::context::ProcessContext;
 
-pub use crate::serve::args::ServeArgs;
+pub(crate) use crate::serve::args::ServeArgs;
 
 /// `agent-reach serve ...`.
-pub fn main(args: ServeArgs, ctx: ProcessContext) -> i32 {
+pub(crate) fn main(args: ServeArgs, ctx: ProcessContext) -> i32 {
     crate::serve::main(args, ctx)
 }

@@ -25,20 +25,20 @@ use crate::path_guard::ProcessSession;
 
 /// `shell` arguments.
 #[derive(Debug, clap::Args)]
-pub struct ShellArgs {
+pub(crate) struct ShellArgs {
     /// The command to run instead of `$SHELL`.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }
 
 /// Blocks a set of signals for its lifetime and restores the old mask on drop.
-pub struct SignalMaskGuard {
+pub(crate) struct SignalMaskGuard {
     old: SigSet,
 }
 
 impl SignalMaskGuard {
     /// Blocks `set` for the calling thread.
-    pub fn block(set: &SigSet) -> nix::Result<Self> {
+    pub(crate) fn block(set: &SigSet) -> nix::Result<Self> {
         let mut old = SigSet::empty();
         nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(set), Some(&mut old))?;
         Ok(Self { old })
@@ -52,7 +52,7 @@ impl Drop for SignalMaskGuard {
 }
 
 /// Runs the shell and returns its exit code (128+N when killed by signal N).
-pub fn main(args: ShellArgs, mut ctx: ProcessContext) -> i32 {
+pub(crate) fn main(args: ShellArgs, mut ctx: ProcessContext) -> i32 {
     let session = match ProcessSession::start(&mut ctx) {
         Ok(session) => session,
         Err(err) => {

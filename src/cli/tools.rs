@@ -17,7 +17,7 @@ use crate::registry::{Availability, Registry, RegistryError};
 
 /// `tools` arguments.
 #[derive(Debug, clap::Args)]
-pub struct ToolsArgs {
+pub(crate) struct ToolsArgs {
     /// The registry file (default: the built-in registry).
     #[arg(long, global = true)]
     pub config: Option<PathBuf>,
@@ -33,7 +33,7 @@ pub struct ToolsArgs {
 
 /// What to do with the registry.
 #[derive(Debug, clap::Subcommand)]
-pub enum ToolsCommand {
+pub(crate) enum ToolsCommand {
     /// One line per tool.
     List,
     /// One tool in full.
@@ -49,7 +49,7 @@ pub enum ToolsCommand {
 const PROBLEMS: i32 = exit_code::FAILURE;
 
 /// `agent-reach tools ...`.
-pub fn main(args: ToolsArgs, ctx: ProcessContext) -> i32 {
+pub(crate) fn main(args: ToolsArgs, ctx: ProcessContext) -> i32 {
     if let ToolsCommand::Check { file } = &args.command {
         return check(file.as_deref().or(args.config.as_deref()));
     }

@@ -10,7 +10,7 @@ use super::error::ExecError;
 use super::execution::Execution;
 
 /// How long a write to the command's input may wait for it to read.
-pub const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const STDIN_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a terminal reads as end of input at the start of a line (^D, the
 /// default VEOF).

@@ -31,7 +31,7 @@ fn pool() -> MutexGuard<'static, Vec<PathBuf>> {
 
 /// Removes the pooled cgroups; runs at exit (a process killed with SIGKILL
 /// leaves them to the next start's sweep, as their names carry its pid).
-pub fn release_pool() {
+pub(crate) fn release_pool() {
     for dir in pool().drain(..) {
         let _ = fs::remove_dir(dir);
     }
@@ -42,7 +42,7 @@ extern "C" fn release_pool_at_exit() {
 }
 
 /// The cgroup2 directory we run in, if there is a cgroup2 mount.
-pub fn own_cgroup_dir() -> Option<&'static Path> {
+pub(crate) fn own_cgroup_dir() -> Option<&'static Path> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let mount = usual_cgroup2_mount().or_else(|| {
@@ -70,7 +70,7 @@ fn usual_cgroup2_mount() -> Option<PathBuf> {
 }
 
 /// The mount point of the first cgroup2 filesystem in a mountinfo text.
-pub fn cgroup2_mount_point(mountinfo: &str) -> Option<PathBuf> {
+pub(crate) fn cgroup2_mount_point(mountinfo: &str) -> Option<PathBuf> {
     mountinfo.lines().find_map(|line| {
         let (before, after) = line.split_once(" - ")?;
         if after.split_ascii_whitespace().next()? != "cgroup2" {
@@ -81,7 +81,7 @@ pub fn cgroup2_mount_point(mountinfo: &str) -> Option<PathBuf> {
 }
 
 /// Our path in the unified hierarchy, from a `/proc/self/cgroup` text.
-pub fn unified_cgroup_path(cgroups: &str) -> Option<&str> {
+pub(crate) fn unified_cgroup_path(cgroups: &str) -> Option<&str> {
     cgroups.lines().find_map(|line| line.strip_prefix("0::"))
 }
 
@@ -89,7 +89,7 @@ pub fn unified_cgroup_path(cgroups: &str) -> Option<&str> {
 const PREFIX: &str = "agent-reach-";
 
 /// The pid of the agent-reach process that made a cgroup, from its name.
-pub fn owner_pid(name: &str) -> Option<i32> {
+pub(crate) fn owner_pid(name: &str) -> Option<i32> {
     name.strip_prefix(PREFIX)?
         .strip_prefix("ar-")?
         .split('-')
@@ -130,7 +130,7 @@ fn remove_stale_once(base: &Path) {
 /// Owns one execution's cgroup directory; removes it on drop, killing what
 /// is still inside first.
 #[derive(Debug)]
-pub struct CgroupGuard {
+pub(crate) struct CgroupGuard {
     dir: PathBuf,
     procs: OwnedFd,
     dir_fd: OwnedFd,
@@ -153,7 +153,7 @@ struct GuardState {
 
 impl CgroupGuard {
     /// Creates `agent-reach-<tag>` under our own cgroup.
-    pub fn create(tag: &str) -> std::io::Result<Self> {
+    pub(crate) fn create(tag: &str) -> std::io::Result<Self> {
         let unavailable =
             || std::io::Error::new(std::io::ErrorKind::Unsupported, "no writable cgroup2");
         if UNAVAILABLE.load(Ordering::Relaxed) {
@@ -180,25 +180,20 @@ impl CgroupGuard {
         }
     }
 
-    /// The directory in the cgroup filesystem.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// An fd open on `cgroup.procs` for writing: a child writes `0` to it
     /// between fork and exec to move itself in before it can fork.
-    pub fn procs_fd(&self) -> RawFd {
+    pub(crate) fn procs_fd(&self) -> RawFd {
         self.procs.as_raw_fd()
     }
 
     /// An fd open on the cgroup directory, for `clone3(CLONE_INTO_CGROUP)`.
-    pub fn dir_fd(&self) -> RawFd {
+    pub(crate) fn dir_fd(&self) -> RawFd {
         self.dir_fd.as_raw_fd()
     }
 
     /// The processes inside (zombies are not listed); none once the
     /// cgroup was released (it may be another execution's by then).
-    pub fn members(&self) -> Vec<i32> {
+    pub(crate) fn members(&self) -> Vec<i32> {
         let state = self.lock();
         if state.released {
             return Vec::new();
@@ -206,16 +201,8 @@ impl CgroupGuard {
         self.read_members()
     }
 
-    /// Sends `signal` to every member.
-    pub fn signal(&self, signal: i32) {
-        let state = self.lock();
-        if !state.released {
-            self.signal_members(signal);
-        }
-    }
-
     /// SIGKILLs everything inside, including what forks while we kill.
-    pub fn kill_all(&self) {
+    pub(crate) fn kill_all(&self) {
         let mut state = self.lock();
         if state.released {
             return;
@@ -256,7 +243,7 @@ impl CgroupGuard {
     /// the next execution, or removed when the pool is full. After this the
     /// guard never touches it again; the drop tries again if it was not
     /// empty.
-    pub fn release(&self) {
+    pub(crate) fn release(&self) {
         let mut state = self.lock();
         if state.released || !self.read_members().is_empty() {
             return;
@@ -348,13 +335,13 @@ mod tests {
         };
         first.release();
         let second = CgroupGuard::create("ar-test-pool-b").unwrap();
-        assert_eq!(second.dir(), first.dir(), "the pooled directory is taken");
+        assert_eq!(second.dir, first.dir, "the pooled directory is taken");
         let mut child = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        fs::write(second.dir().join("cgroup.procs"), pid.to_string()).unwrap();
+        fs::write(second.dir.join("cgroup.procs"), pid.to_string()).unwrap();
         assert_eq!(second.members(), vec![pid]);
         assert!(first.members().is_empty(), "the old guard sees nothing");
         first.kill_all();
@@ -376,9 +363,9 @@ mod tests {
         };
         killed.kill_all();
         killed.release();
-        assert!(!killed.dir().exists(), "the killed cgroup was kept");
+        assert!(!killed.dir.exists(), "the killed cgroup was kept");
         let next = CgroupGuard::create("ar-test-pool-after-kill").unwrap();
-        assert_ne!(next.dir(), killed.dir());
+        assert_ne!(next.dir, killed.dir);
         next.release();
     }
 

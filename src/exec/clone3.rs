@@ -46,7 +46,7 @@ pub(super) struct CloneArgs {
 
 /// A child started by [`spawn`].
 #[derive(Debug)]
-pub struct Cloned {
+pub(crate) struct Cloned {
     pub pid: i32,
     pub pidfd: OwnedFd,
     pub stdin: Option<OwnedFd>,
@@ -56,7 +56,7 @@ pub struct Cloned {
 
 /// Why [`spawn`] did not start anything.
 #[derive(Debug)]
-pub enum CloneError {
+pub(crate) enum CloneError {
     /// The kernel cannot do it this way: use the std path.
     Unsupported,
     /// Starting failed (the child's errno from exec, or ours from setup).
@@ -105,7 +105,10 @@ struct ChildPlan {
 
 /// Starts `request`, born in the cgroup whose directory `cgroup_dir` is
 /// open when one is given.
-pub fn spawn(request: &ForkRequest, cgroup_dir: Option<RawFd>) -> Result<Cloned, CloneError> {
+pub(crate) fn spawn(
+    request: &ForkRequest,
+    cgroup_dir: Option<RawFd>,
+) -> Result<Cloned, CloneError> {
     let failed = CloneError::Failed;
     let program = cstring(request.program.as_os_str())?;
     let argv: Vec<CString> = request

@@ -28,7 +28,7 @@ use super::tap::{Attach, TapWriter};
 
 /// After the command exits, how long output may still arrive before what
 /// is left of its process tree is killed (then the drain bound applies).
-pub const EXIT_SETTLE: Duration = Duration::from_millis(50);
+pub(crate) const EXIT_SETTLE: Duration = Duration::from_millis(50);
 
 /// The pump's stack: it keeps its read buffer on the heap and calls no deep
 /// code, so a small stack saves mapping and faulting the default 2 MiB.
@@ -241,7 +241,7 @@ impl Execution {
             events,
             wake: wake_tx,
             kill_lock: Mutex::new(()),
-            live: kill::LiveExecutionGuard::new(),
+            _live: kill::LiveExecutionGuard::new(),
             known: Mutex::new(Some(forked.known)),
         });
         let pump_shared = Arc::clone(&shared);

@@ -21,7 +21,7 @@ pub use crate::output::{RenderOptions, Rendered};
 
 /// What a capture is built with.
 #[derive(Debug, Clone)]
-pub struct SinkConfig {
+pub(crate) struct SinkConfig {
     pub cap_bytes: usize,
     pub secrets: Vec<(String, Vec<u8>)>,
     pub keep_color: bool,
@@ -37,13 +37,13 @@ pub struct SinkConfig {
 
 /// Opens the spill store under `home`; `None` (no file, the fold marker
 /// then says so) when it cannot be created.
-pub fn open_spill_store(home: &Path, cap_bytes: u64) -> Option<SpillStore> {
+pub(crate) fn open_spill_store(home: &Path, cap_bytes: u64) -> Option<SpillStore> {
     SpillStore::open(home, cap_bytes).ok()
 }
 
 /// One stream's capture.
 #[derive(Debug)]
-pub struct Sink {
+pub(crate) struct Sink {
     capture: StreamCapture,
     total: u64,
     skim_after: u64,
@@ -59,7 +59,7 @@ pub struct Sink {
 }
 
 impl Sink {
-    pub fn new(config: SinkConfig) -> Self {
+    pub(crate) fn new(config: SinkConfig) -> Self {
         let secret_guard = config
             .secrets
             .iter()
@@ -87,7 +87,7 @@ impl Sink {
     }
 
     /// Takes a chunk; never blocks, never fails.
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.total += bytes.len() as u64;
         if self.total <= self.skim_after && self.lines_at_skim.is_none() {
             self.capture.push(bytes);
@@ -127,23 +127,23 @@ impl Sink {
     }
 
     /// The stream ended.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.finished_skim = self.flush_skimmed();
         self.capture.finish();
     }
 
     /// Raw bytes over all windows.
-    pub fn total_raw_bytes(&self) -> u64 {
+    pub(crate) fn total_raw_bytes(&self) -> u64 {
         self.total
     }
 
     /// The spill file, once something was written to it.
-    pub fn spill_path(&self) -> Option<PathBuf> {
+    pub(crate) fn spill_path(&self) -> Option<PathBuf> {
         self.capture.spill_path()
     }
 
     /// What arrived since the last take, rendered.
-    pub fn take_window(&mut self, opts: &RenderOptions) -> Rendered {
+    pub(crate) fn take_window(&mut self, opts: &RenderOptions) -> Rendered {
         let skimmed = self.flush_skimmed();
         let mut captured = self.capture.take_window();
         self.account_for(&mut captured, &skimmed);
@@ -151,7 +151,7 @@ impl Sink {
     }
 
     /// Everything (since the last take), rendered.
-    pub fn whole(&self, opts: &RenderOptions) -> Rendered {
+    pub(crate) fn whole(&self, opts: &RenderOptions) -> Rendered {
         let mut captured = self.capture.whole();
         let live = self.ring.all_dropped();
         let skimmed_now = SkimCounts {

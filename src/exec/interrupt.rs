@@ -16,7 +16,7 @@ const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 /// Holds the signals blocked and the signalfd open; dropping it restores
 /// the previous mask.
 #[derive(Debug)]
-pub struct InterruptGuard {
+pub(crate) struct InterruptGuard {
     previous: libc::sigset_t,
     fd: OwnedFd,
 }
@@ -24,7 +24,7 @@ pub struct InterruptGuard {
 impl InterruptGuard {
     /// Blocks the signals on the calling thread (call it before any thread
     /// starts) and opens a signalfd for them.
-    pub fn install() -> std::io::Result<InterruptGuard> {
+    pub(crate) fn install() -> std::io::Result<InterruptGuard> {
         // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset;
         // pthread_sigmask and signalfd take pointers to our own values, and
         // a non-negative signalfd result is a new descriptor we own.
@@ -53,20 +53,20 @@ impl InterruptGuard {
     }
 
     /// A descriptor for the pump to watch.
-    pub fn watch_fd(&self) -> std::io::Result<OwnedFd> {
+    pub(crate) fn watch_fd(&self) -> std::io::Result<OwnedFd> {
         self.fd.try_clone()
     }
 
     /// A signal that arrived and nobody read yet (after the pump stopped
     /// watching), consumed.
-    pub fn take_pending(&self) -> Option<i32> {
+    pub(crate) fn take_pending(&self) -> Option<i32> {
         read_signal(self.fd.as_fd()).ok().flatten()
     }
 }
 
 /// Reads one signal from a non-blocking signalfd: `None` when none is
 /// pending.
-pub fn read_signal(fd: BorrowedFd<'_>) -> std::io::Result<Option<i32>> {
+pub(crate) fn read_signal(fd: BorrowedFd<'_>) -> std::io::Result<Option<i32>> {
     // SAFETY: signalfd_siginfo is plain data; all zero is a valid value.
     let mut info: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
     let size = std::mem::size_of::<libc::signalfd_siginfo>();

@@ -40,7 +40,7 @@ pub struct KillReport {
 /// outlives its parent is re-parented to us, the subreaper (or to a
 /// subreaper below us, which is itself such a descendant). Only sound in a
 /// subreaper; elsewhere it always says yes.
-pub fn may_have_members(shared: &Shared) -> bool {
+pub(crate) fn may_have_members(shared: &Shared) -> bool {
     if shared.lock().exit.is_none() {
         return true;
     }
@@ -59,7 +59,7 @@ pub fn may_have_members(shared: &Shared) -> bool {
 /// Live processes that belong to the execution: its process group, its
 /// cgroup, its session tag, and, when it is the only execution in this
 /// process, every orphan re-parented to us and their descendants.
-pub fn members(shared: &Shared) -> BTreeSet<i32> {
+pub(crate) fn members(shared: &Shared) -> BTreeSet<i32> {
     let mut pids = BTreeSet::new();
     if !may_have_members(shared) {
         return pids;
@@ -114,16 +114,16 @@ fn descendants(processes: &[procfs::LiveProcess], roots: &BTreeSet<i32>) -> BTre
 static LIVE_EXECUTIONS: AtomicUsize = AtomicUsize::new(0);
 
 /// Executions in this process whose clean-up has not finished.
-pub fn live_executions() -> usize {
+pub(crate) fn live_executions() -> usize {
     LIVE_EXECUTIONS.load(Ordering::Relaxed)
 }
 
 /// Counts one execution as live until dropped.
 #[derive(Debug)]
-pub struct LiveExecutionGuard(());
+pub(crate) struct LiveExecutionGuard(());
 
 impl LiveExecutionGuard {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         LIVE_EXECUTIONS.fetch_add(1, Ordering::Relaxed);
         Self(())
     }
@@ -164,7 +164,7 @@ fn signal_all(shared: &Shared, pids: &BTreeSet<i32>, signal: i32) {
 
 /// SIGTERM, grace, SIGKILL until nothing that belongs to the execution is
 /// left; records survivors in the shared state. Blocking.
-pub fn kill_everything(shared: &Shared) -> KillReport {
+pub(crate) fn kill_everything(shared: &Shared) -> KillReport {
     let _one_at_a_time = crate::sync::lock(&shared.kill_lock);
     let mut report = KillReport::default();
     let mut targets = members(shared);
@@ -208,7 +208,7 @@ pub fn kill_everything(shared: &Shared) -> KillReport {
 
 /// SIGKILL to everything of the execution at once, without grace (the last
 /// handle went away, or no thread could wait out the grace).
-pub fn kill_now(shared: &Shared) {
+pub(crate) fn kill_now(shared: &Shared) {
     shared.signal_group(libc::SIGKILL);
     let targets = members(shared);
     signal_all(shared, &targets, libc::SIGKILL);
@@ -265,7 +265,7 @@ pub fn kill_orphans() -> Vec<i32> {
 }
 
 /// Waits up to the drain bound for the output to close, then stops reading.
-pub fn drain(shared: &Shared) {
+pub(crate) fn drain(shared: &Shared) {
     let deadline = Instant::now() + shared.drain;
     if !shared.wait_blocking(deadline, |s| s.output_done) {
         shared.stop_reading();
@@ -277,7 +277,7 @@ pub fn drain(shared: &Shared) {
 }
 
 /// The whole explicit termination: kill everything, then drain.
-pub fn terminate(shared: &Shared) -> KillReport {
+pub(crate) fn terminate(shared: &Shared) -> KillReport {
     let report = kill_everything(shared);
     // The command itself is gone or unkillable; its exit shows shortly.
     let _ = shared.wait_blocking(Instant::now() + Duration::from_millis(500), |s| {
@@ -290,7 +290,7 @@ pub fn terminate(shared: &Shared) -> KillReport {
 
 /// The last step of every clean-up, once nothing of the command runs: reap
 /// it and the orphans it left, and let its cgroup go.
-pub fn reap_and_release(shared: &Shared) {
+pub(crate) fn reap_and_release(shared: &Shared) {
     shared.reap_main();
     spawner::reap_orphans();
     if let Some(cgroup) = &shared.cgroup {

@@ -20,28 +20,28 @@
 //! attributed, killed and reaped (with several executions running, at
 //! their end or at the last [`kill_orphans`]).
 
-pub mod attached;
-pub mod blocking;
-pub mod cgroup;
-pub mod clone3;
-pub mod clone_vm;
-pub mod completed;
-pub mod env;
-pub mod error;
-pub mod execution;
-pub mod glue;
-pub mod interrupt;
-pub mod kill;
-pub mod procfs;
-pub mod pty;
-pub mod pump;
-pub mod resolve;
-pub mod spawner;
-pub mod spec;
-pub mod state;
-pub mod tail_ring;
-pub mod tap;
-pub mod terminal_wait;
+pub(crate) mod attached;
+pub(crate) mod blocking;
+pub(crate) mod cgroup;
+pub(crate) mod clone3;
+pub(crate) mod clone_vm;
+pub(crate) mod completed;
+pub(crate) mod env;
+pub(crate) mod error;
+pub(crate) mod execution;
+pub(crate) mod glue;
+pub(crate) mod interrupt;
+pub(crate) mod kill;
+pub(crate) mod procfs;
+pub(crate) mod pty;
+pub(crate) mod pump;
+pub(crate) mod resolve;
+pub(crate) mod spawner;
+pub(crate) mod spec;
+pub(crate) mod state;
+pub(crate) mod tail_ring;
+pub(crate) mod tap;
+pub(crate) mod terminal_wait;
 
 pub use completed::Completed;
 pub use env::{SESSION_VAR, child_env};

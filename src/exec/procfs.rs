@@ -9,7 +9,7 @@ use std::io::Read;
 
 /// The state letter and parent, process group and session of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
+pub(crate) struct ProcStat {
     pub pid: i32,
     pub state: u8,
     pub ppid: i32,
@@ -19,14 +19,14 @@ pub struct ProcStat {
 
 impl ProcStat {
     /// Whether the process still runs code (not a zombie, not being reaped).
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         !matches!(self.state, b'Z' | b'X' | b'x')
     }
 }
 
 /// Parses the contents of `/proc/PID/stat`. The command name may hold spaces
 /// and parentheses, so the fields are counted from the last `)`.
-pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
+pub(crate) fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     let state = *fields.next()?.as_bytes().first()?;
@@ -42,22 +42,22 @@ pub fn parse_stat(pid: i32, text: &str) -> Option<ProcStat> {
     })
 }
 
-pub use crate::kernel_file::read_small;
+pub(crate) use crate::kernel_file::read_small;
 
 /// The stat of one process, `None` when it is gone.
-pub fn stat(pid: i32) -> Option<ProcStat> {
+pub(crate) fn stat(pid: i32) -> Option<ProcStat> {
     let text = read_small(format!("/proc/{pid}/stat"))?;
     parse_stat(pid, &text)
 }
 
 /// Whether `pid` exists and is not a zombie.
-pub fn is_alive(pid: i32) -> bool {
+pub(crate) fn is_alive(pid: i32) -> bool {
     stat(pid).is_some_and(|s| s.is_alive())
 }
 
 /// Whether this process is a child subreaper (`ProcessSession::start` makes it
 /// one): then orphans of the commands we run come back to us.
-pub fn is_child_subreaper() -> bool {
+pub(crate) fn is_child_subreaper() -> bool {
     let mut flag: libc::c_int = 0;
     // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer.
     let rc = unsafe {
@@ -73,7 +73,7 @@ pub fn is_child_subreaper() -> bool {
 }
 
 /// Every pid in `/proc` except our own.
-pub fn all_pids() -> Vec<i32> {
+pub(crate) fn all_pids() -> Vec<i32> {
     let own = std::process::id() as i32;
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
@@ -86,12 +86,12 @@ pub fn all_pids() -> Vec<i32> {
 }
 
 /// Whether a raw `environ` block holds exactly `NAME=VALUE` as one entry.
-pub fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
+pub(crate) fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
     environ.split(|b| *b == 0).any(|e| e == entry)
 }
 
 /// Live processes whose environment carries `name=tag`.
-pub fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
+pub(crate) fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
     let entry = format!("{name}={tag}").into_bytes();
     let mut buf = Vec::with_capacity(8192);
     all_pids()
@@ -107,7 +107,7 @@ pub fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
 
 /// One live process as a membership test needs it.
 #[derive(Debug, Clone, Copy)]
-pub struct LiveProcess {
+pub(crate) struct LiveProcess {
     pub stat: ProcStat,
     /// Its environment carries the tag looked for.
     pub tagged: bool,
@@ -115,7 +115,7 @@ pub struct LiveProcess {
 
 /// Every live process (not us), with whether its environment carries
 /// `name=tag`: one pass over `/proc` for all membership rules.
-pub fn live_processes(name: &str, tag: &str) -> Vec<LiveProcess> {
+pub(crate) fn live_processes(name: &str, tag: &str) -> Vec<LiveProcess> {
     let entry = format!("{name}={tag}").into_bytes();
     let mut buf = Vec::with_capacity(8192);
     all_pids()
@@ -135,7 +135,7 @@ pub fn live_processes(name: &str, tag: &str) -> Vec<LiveProcess> {
 }
 
 /// Live processes in process group `pgrp`.
-pub fn group_members(pgrp: i32) -> Vec<i32> {
+pub(crate) fn group_members(pgrp: i32) -> Vec<i32> {
     all_pids()
         .into_iter()
         .filter_map(stat)
@@ -150,7 +150,7 @@ pub fn group_members(pgrp: i32) -> Vec<i32> {
 /// thread that exited move there too; children of a live thread belong to
 /// whoever forked them there. Reading one `children` file instead of one
 /// per thread matters with a pump thread per running command.
-pub fn own_children() -> Vec<i32> {
+pub(crate) fn own_children() -> Vec<i32> {
     let own = std::process::id() as i32;
     let mut children = match children_of_task(own) {
         Some(children) => children,
@@ -168,7 +168,7 @@ pub fn own_children() -> Vec<i32> {
 
 /// The children of one of our threads, from its `children` file (`None`
 /// where the kernel has none: CONFIG_PROC_CHILDREN is off).
-pub fn children_of_task(tid: i32) -> Option<Vec<i32>> {
+pub(crate) fn children_of_task(tid: i32) -> Option<Vec<i32>> {
     let text = read_small(format!("/proc/self/task/{tid}/children"))?;
     Some(
         text.split_ascii_whitespace()

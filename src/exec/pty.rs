@@ -10,19 +10,19 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 /// Columns and rows the command sees. Wide, so tools do not wrap lines an
 /// agent would then have to join again.
-pub const COLUMNS: u16 = 200;
-pub const ROWS: u16 = 50;
+pub(crate) const COLUMNS: u16 = 200;
+pub(crate) const ROWS: u16 = 50;
 
 /// The master (ours) and slave (the command's) ends of a new PTY.
 #[derive(Debug)]
-pub struct PtyPair {
+pub(crate) struct PtyPair {
     pub master: OwnedFd,
     pub slave: OwnedFd,
 }
 
 /// Opens a PTY pair of this window size (default [`COLUMNS`] x [`ROWS`]),
 /// both ends close-on-exec, and the master non-blocking.
-pub fn open(cols: u16, rows: u16) -> std::io::Result<PtyPair> {
+pub(crate) fn open(cols: u16, rows: u16) -> std::io::Result<PtyPair> {
     let size = nix::pty::Winsize {
         ws_row: rows,
         ws_col: cols,
@@ -41,7 +41,7 @@ pub fn open(cols: u16, rows: u16) -> std::io::Result<PtyPair> {
 }
 
 /// Sets `O_NONBLOCK` on a descriptor.
-pub fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
+pub(crate) fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(std::io::Error::from)?;
     let flags = OFlag::from_bits_retain(flags) | OFlag::O_NONBLOCK;
@@ -57,7 +57,7 @@ fn set_cloexec(fd: &OwnedFd) -> std::io::Result<()> {
 
 /// Gives the terminal behind `master` a new window size (the kernel sends
 /// SIGWINCH to its foreground group).
-pub fn resize(master: &OwnedFd, cols: u16, rows: u16) -> std::io::Result<()> {
+pub(crate) fn resize(master: &OwnedFd, cols: u16, rows: u16) -> std::io::Result<()> {
     let size = libc::winsize {
         ws_row: rows,
         ws_col: cols,
@@ -72,7 +72,7 @@ pub fn resize(master: &OwnedFd, cols: u16, rows: u16) -> std::io::Result<()> {
 }
 
 /// The process group in the foreground of the terminal behind `master`.
-pub fn foreground_pgid(master: &OwnedFd) -> Option<i32> {
+pub(crate) fn foreground_pgid(master: &OwnedFd) -> Option<i32> {
     // SAFETY: tcgetpgrp only reads the terminal state of a valid descriptor.
     let pgid = unsafe { libc::tcgetpgrp(master.as_raw_fd()) };
     (pgid > 0).then_some(pgid)
@@ -80,7 +80,7 @@ pub fn foreground_pgid(master: &OwnedFd) -> Option<i32> {
 
 /// The path of the slave behind `master` (`/dev/pts/N`), as the command's
 /// descriptors on it show in `/proc/PID/fd`.
-pub fn slave_name(master: &OwnedFd) -> Option<String> {
+pub(crate) fn slave_name(master: &OwnedFd) -> Option<String> {
     let mut number: libc::c_uint = 0;
     // SAFETY: TIOCGPTN writes one unsigned int through the pointer.
     let rc = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut number) };
@@ -91,13 +91,13 @@ pub fn slave_name(master: &OwnedFd) -> Option<String> {
 /// the next chunk says whether a `\n` follows. A lone `\r` (a progress
 /// redraw) is kept for the terminal clean-up to apply.
 #[derive(Debug, Default)]
-pub struct CrlfNormalizer {
+pub(crate) struct CrlfNormalizer {
     pending_cr: bool,
 }
 
 impl CrlfNormalizer {
     /// Converts one chunk.
-    pub fn push(&mut self, input: &[u8]) -> Vec<u8> {
+    pub(crate) fn push(&mut self, input: &[u8]) -> Vec<u8> {
         if input.is_empty() {
             return Vec::new();
         }
@@ -124,7 +124,7 @@ impl CrlfNormalizer {
     }
 
     /// What is held back at the end of the stream.
-    pub fn finish(&mut self) -> Vec<u8> {
+    pub(crate) fn finish(&mut self) -> Vec<u8> {
         if std::mem::take(&mut self.pending_cr) {
             vec![b'\r']
         } else {

@@ -49,7 +49,7 @@ const FLOOD_PAUSE_MIN_PIPE: usize = 512 * 1024;
 
 /// One output descriptor.
 #[derive(Debug)]
-pub struct Source {
+pub(crate) struct Source {
     pub fd: OwnedFd,
     pub kind: StreamKind,
     /// `Some` on a PTY: `\r\n` back to `\n`.
@@ -66,7 +66,7 @@ enum ReadOutcome {
 }
 
 /// Opens a pidfd for `pid`, when the kernel has them.
-pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+pub(crate) fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     use std::os::fd::FromRawFd;
     // SAFETY: pidfd_open takes plain integers; a non-negative result is a new
     // descriptor we own.
@@ -76,7 +76,7 @@ pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
 
 /// Everything the pump needs, handed to it once the command started.
 #[derive(Debug)]
-pub struct Job {
+pub(crate) struct Job {
     pub shared: Arc<Shared>,
     pub sources: Vec<Source>,
     pub pidfd: Option<OwnedFd>,
@@ -99,7 +99,7 @@ pub struct Job {
 impl Job {
     /// Runs the pump until every source is closed (or reading was stopped)
     /// and the exit is collected.
-    pub fn run(self) {
+    pub(crate) fn run(self) {
         let Job {
             shared,
             mut sources,

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::error::ExecError;
 
 /// Checks that `cwd` is a directory we can enter.
-pub fn check_workdir(cwd: &Path) -> Result<(), ExecError> {
+pub(crate) fn check_workdir(cwd: &Path) -> Result<(), ExecError> {
     match std::fs::metadata(cwd) {
         Ok(meta) if meta.is_dir() => {}
         Ok(_) => {
@@ -57,7 +57,7 @@ static LOOKUPS: Mutex<Option<HashMap<LookupKey, (PathBuf, Instant)>>> = Mutex::n
 /// The file `program` names for a child with environment `env` in `cwd`.
 /// A `PATH` search found within the last [`LOOKUP_TTL`] is reused after
 /// one check that its file is still executable.
-pub fn resolve_program(
+pub(crate) fn resolve_program(
     program: &OsStr,
     cwd: &Path,
     env: &BTreeMap<OsString, OsString>,

@@ -76,7 +76,7 @@ pub fn claim_all_children() {
 }
 
 /// Whether [`claim_all_children`] was called.
-pub fn claims_all_children() -> bool {
+pub(crate) fn claims_all_children() -> bool {
     CLAIM_ALL_CHILDREN.load(Ordering::Relaxed)
 }
 
@@ -94,7 +94,7 @@ pub fn reap_orphans() -> usize {
 
 /// Reaps those of `pids` that are zombie children of ours and not
 /// registered: processes attributed to an execution and killed by it.
-pub fn reap_these(pids: &[i32]) -> usize {
+pub(crate) fn reap_these(pids: &[i32]) -> usize {
     reap_among(pids, &unknown_children())
 }
 
@@ -114,7 +114,7 @@ fn reap_among(pids: &[i32], unknown: &[i32]) -> usize {
 
 /// The stdio a child gets.
 #[derive(Debug)]
-pub enum ChildStdio {
+pub(crate) enum ChildStdio {
     /// stdout and stderr piped to us; stdin /dev/null, or a pipe from us
     /// when `stdin_pipe` (a caller attached to the command, see
     /// [`crate::exec::Attach`]).
@@ -125,7 +125,7 @@ pub enum ChildStdio {
 
 /// What to fork and exec.
 #[derive(Debug)]
-pub struct ForkRequest {
+pub(crate) struct ForkRequest {
     /// The resolved executable.
     pub program: PathBuf,
     /// The full argv, argv[0] as the user gave it.
@@ -141,14 +141,14 @@ pub struct ForkRequest {
 
 /// Descriptors of the execution's cgroup.
 #[derive(Debug, Clone, Copy)]
-pub struct CgroupFds {
+pub(crate) struct CgroupFds {
     pub dir: RawFd,
     pub procs: RawFd,
 }
 
 /// A started child and the registration that keeps the reaper off it.
 #[derive(Debug)]
-pub struct Forked {
+pub(crate) struct Forked {
     pub pid: i32,
     /// Its pidfd, when clone3 made one.
     pub pidfd: Option<OwnedFd>,
@@ -188,7 +188,7 @@ fn on_main_thread() -> bool {
 
 /// Our children that nobody registered: orphans of commands we ran (we are
 /// their subreaper), alive or zombies.
-pub fn unknown_children() -> Vec<i32> {
+pub(crate) fn unknown_children() -> Vec<i32> {
     let guard = known();
     procfs::own_children()
         .into_iter()
@@ -198,7 +198,7 @@ pub fn unknown_children() -> Vec<i32> {
 
 /// Forks and execs on a thread that outlives the child: the calling thread
 /// when it is the main thread, else the spawner thread.
-pub fn fork_exec(request: ForkRequest) -> std::io::Result<Forked> {
+pub(crate) fn fork_exec(request: ForkRequest) -> std::io::Result<Forked> {
     if on_main_thread() {
         return fork_exec_here(request);
     }

@@ -11,14 +11,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// How long a command gets between SIGTERM and SIGKILL.
-pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long the output readers may go on after the command is gone, so that
 /// a grandchild still holding the pipe cannot block the caller.
-pub const DEFAULT_DRAIN: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_DRAIN: Duration = Duration::from_secs(2);
 /// Bytes of each stream held in memory (head plus rolling tail).
-pub const DEFAULT_CAP_BYTES: usize = 1024 * 1024;
+pub(crate) const DEFAULT_CAP_BYTES: usize = 1024 * 1024;
 /// Bytes all spill files under `$AGENT_REACH_HOME/spill` may take together.
-pub const DEFAULT_SPILL_CAP_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_SPILL_CAP_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How much output is kept and where the rest goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -94,7 +94,7 @@ impl ExitInfo {
     clippy::large_enum_variant,
     reason = "one value per execution, built once and never moved in a hot path"
 )]
-pub enum Captures {
+pub(crate) enum Captures {
     Separate { stdout: Sink, stderr: Sink },
     Merged(Sink),
 }
@@ -107,7 +107,7 @@ pub enum StreamKind {
 }
 
 impl Captures {
-    pub fn sink(&mut self, kind: StreamKind) -> &mut Sink {
+    pub(crate) fn sink(&mut self, kind: StreamKind) -> &mut Sink {
         match (self, kind) {
             (Captures::Separate { stdout, .. }, StreamKind::Stdout) => stdout,
             (Captures::Separate { stderr, .. }, StreamKind::Stderr) => stderr,
@@ -115,7 +115,7 @@ impl Captures {
         }
     }
 
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         match self {
             Captures::Separate { stdout, stderr } => {
                 stdout.finish();
@@ -126,7 +126,7 @@ impl Captures {
     }
 
     /// Bytes the command wrote so far, over every window and stream.
-    pub fn total_raw_bytes(&self) -> u64 {
+    pub(crate) fn total_raw_bytes(&self) -> u64 {
         match self {
             Captures::Merged(sink) => sink.total_raw_bytes(),
             Captures::Separate { stdout, stderr } => {
@@ -137,7 +137,7 @@ impl Captures {
 
     /// The spill file of the one merged stream, once something was written
     /// to it; `None` for separate streams.
-    pub fn merged_spill_path(&self) -> Option<std::path::PathBuf> {
+    pub(crate) fn merged_spill_path(&self) -> Option<std::path::PathBuf> {
         match self {
             Captures::Merged(sink) => sink.spill_path(),
             Captures::Separate { .. } => None,
@@ -145,7 +145,7 @@ impl Captures {
     }
 
     /// What arrived since the last take, both streams in one text.
-    pub fn take_window(&mut self, opts: &RenderOptions) -> Rendered {
+    pub(crate) fn take_window(&mut self, opts: &RenderOptions) -> Rendered {
         match self {
             Captures::Merged(sink) => sink.take_window(opts),
             Captures::Separate { stdout, stderr } => {
@@ -159,7 +159,7 @@ impl Captures {
 
 /// Two rendered texts one after the other, a newline between them when the
 /// first does not end in one.
-pub fn join_rendered(first: Rendered, second: Rendered) -> Rendered {
+pub(crate) fn join_rendered(first: Rendered, second: Rendered) -> Rendered {
     let mut text = first.text;
     if !text.is_empty() && !second.text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
@@ -175,11 +175,11 @@ pub fn join_rendered(first: Rendered, second: Rendered) -> Rendered {
 
 /// Raw output kept for `wait_for` patterns: what arrived since the last
 /// take, at most this much (the newest).
-pub const MATCH_BUFFER_BYTES: usize = 1024 * 1024;
+pub(crate) const MATCH_BUFFER_BYTES: usize = 1024 * 1024;
 
 /// The mutable part.
 #[derive(Debug)]
-pub struct State {
+pub(crate) struct State {
     pub exit: Option<ExitInfo>,
     pub exited_at: Option<Instant>,
     pub timed_out: bool,
@@ -203,7 +203,7 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(captures: Captures) -> Self {
+    pub(crate) fn new(captures: Captures) -> Self {
         Self {
             exit: None,
             exited_at: None,
@@ -224,7 +224,7 @@ impl State {
 
     /// Appends raw output to the `wait_for` buffer, dropping the oldest.
     /// Trimmed only when twice the size, so each byte moves once at most.
-    pub fn remember_for_matching(&mut self, bytes: &[u8]) {
+    pub(crate) fn remember_for_matching(&mut self, bytes: &[u8]) {
         if !self.keep_for_matching {
             return;
         }
@@ -239,7 +239,7 @@ impl State {
 
 /// What the pump, the watcher and the callers share.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     pub pid: i32,
     pub tag: String,
     pub tty: bool,
@@ -260,7 +260,7 @@ pub struct Shared {
     /// Only one termination runs at a time.
     pub kill_lock: Mutex<()>,
     /// Counts this execution for the orphan attribution rule.
-    pub live: super::kill::LiveExecutionGuard,
+    pub _live: super::kill::LiveExecutionGuard,
     /// Keeps the reaper off the command until [`Shared::reap_main`].
     pub known: Mutex<Option<super::spawner::KnownChildGuard>>,
 }
@@ -272,23 +272,23 @@ impl Drop for Shared {
 }
 
 impl Shared {
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         crate::sync::lock(&self.state)
     }
 
     /// Tells every waiter that something changed.
-    pub fn notify(&self) {
+    pub(crate) fn notify(&self) {
         self.changed.notify_all();
         self.events.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Wakes the pump so it looks at `stop_reading`.
-    pub fn wake_pump(&self) {
+    pub(crate) fn wake_pump(&self) {
         let _ = (&self.wake).write(&[1]);
     }
 
     /// Blocks until `done(state)` or the deadline; returns whether it held.
-    pub fn wait_blocking(&self, deadline: Instant, done: impl Fn(&State) -> bool) -> bool {
+    pub(crate) fn wait_blocking(&self, deadline: Instant, done: impl Fn(&State) -> bool) -> bool {
         let mut state = self.lock();
         loop {
             if done(&state) {
@@ -306,7 +306,11 @@ impl Shared {
     }
 
     /// Async: waits until `done(state)` or the deadline; returns whether it held.
-    pub async fn wait_async(&self, deadline: Instant, done: impl Fn(&State) -> bool) -> bool {
+    pub(crate) async fn wait_async(
+        &self,
+        deadline: Instant,
+        done: impl Fn(&State) -> bool,
+    ) -> bool {
         let mut events = self.events.subscribe();
         loop {
             events.borrow_and_update();
@@ -330,7 +334,7 @@ impl Shared {
 
     /// The command is not reaped yet: its pid and process group id are
     /// still reserved for it.
-    pub fn main_unreaped(&self) -> bool {
+    pub(crate) fn main_unreaped(&self) -> bool {
         crate::sync::lock(&self.known).is_some()
     }
 
@@ -338,7 +342,7 @@ impl Shared {
     /// not reaped (its pid, which is the group id, is reserved until then;
     /// the reap waits for the same lock, so the group cannot be a
     /// stranger's by the time the signal goes). Returns whether it was sent.
-    pub fn signal_group(&self, signal: i32) -> bool {
+    pub(crate) fn signal_group(&self, signal: i32) -> bool {
         let known = crate::sync::lock(&self.known);
         if known.is_none() {
             return false;
@@ -350,7 +354,7 @@ impl Shared {
 
     /// Reaps the command once its exit is recorded (the pump leaves it a
     /// zombie so its pid and process group stay reserved during clean-up).
-    pub fn reap_main(&self) {
+    pub(crate) fn reap_main(&self) {
         if self.lock().exit.is_none() {
             return;
         }
@@ -364,7 +368,7 @@ impl Shared {
     }
 
     /// Ends reading: whatever a grandchild still writes is not waited for.
-    pub fn stop_reading(&self) {
+    pub(crate) fn stop_reading(&self) {
         self.lock().stop_reading = true;
         self.wake_pump();
     }

@@ -9,7 +9,7 @@
 
 /// What a skimmed stretch held beyond the bytes kept.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct SkimCounts {
+pub(crate) struct SkimCounts {
     pub dropped_bytes: u64,
     pub dropped_newlines: u64,
     pub saw_nul: bool,
@@ -17,7 +17,7 @@ pub struct SkimCounts {
 
 /// Keeps the newest `cap` bytes pushed and counts all of them.
 #[derive(Debug, Default)]
-pub struct TailRing {
+pub(crate) struct TailRing {
     buf: Vec<u8>,
     /// Where the oldest byte is once `buf` is full.
     start: usize,
@@ -29,7 +29,7 @@ pub struct TailRing {
 
 impl TailRing {
     /// An empty ring that keeps at most `cap` bytes (at least 1).
-    pub fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize) -> Self {
         Self {
             cap: cap.max(1),
             ..Self::default()
@@ -37,12 +37,12 @@ impl TailRing {
     }
 
     /// Whether nothing was pushed since the last [`take`](Self::take).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.bytes == 0
     }
 
     /// Takes a chunk: counts it, keeps its newest bytes.
-    pub fn push(&mut self, chunk: &[u8]) {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
         self.bytes += chunk.len() as u64;
         self.newlines += memchr::memchr_iter(b'\n', chunk).count() as u64;
         self.saw_nul |= memchr::memchr(0, chunk).is_some();
@@ -67,7 +67,7 @@ impl TailRing {
     }
 
     /// Counts of everything pushed, as if none of it were kept.
-    pub fn all_dropped(&self) -> SkimCounts {
+    pub(crate) fn all_dropped(&self) -> SkimCounts {
         SkimCounts {
             dropped_bytes: self.bytes,
             dropped_newlines: self.newlines,
@@ -76,7 +76,7 @@ impl TailRing {
     }
 
     /// Empties the ring: the kept bytes in order, and what the rest held.
-    pub fn take(&mut self) -> (Vec<u8>, SkimCounts) {
+    pub(crate) fn take(&mut self) -> (Vec<u8>, SkimCounts) {
         let mut kept = Vec::with_capacity(self.buf.len());
         kept.extend_from_slice(&self.buf[self.start..]);
         kept.extend_from_slice(&self.buf[..self.start]);

@@ -104,7 +104,7 @@ impl TapReceiver {
 /// The tap as the pump drives it: the sender, the one chunk the full
 /// channel did not take, and a redactor per stream.
 #[derive(Debug)]
-pub struct TapWriter {
+pub(crate) struct TapWriter {
     tap: OutputTap,
     pending: Option<TapChunk>,
     redactors: Option<[Redactor; 2]>,
@@ -112,7 +112,7 @@ pub struct TapWriter {
 }
 
 impl TapWriter {
-    pub fn new(tap: OutputTap, secrets: &[(String, Vec<u8>)]) -> Self {
+    pub(crate) fn new(tap: OutputTap, secrets: &[(String, Vec<u8>)]) -> Self {
         let redactors = (!secrets.is_empty()).then(|| {
             [
                 Redactor::new(secrets.to_vec()),

@@ -28,18 +28,18 @@ const MAX_WATCHED: u64 = 1024;
 /// `SYS_select` or `SYS_epoll_wait` on aarch64: those calls do not exist
 /// there).
 mod nr {
-    pub const READ: libc::c_long = libc::SYS_read;
-    pub const READV: libc::c_long = libc::SYS_readv;
-    pub const PSELECT6: libc::c_long = libc::SYS_pselect6;
-    pub const PPOLL: libc::c_long = libc::SYS_ppoll;
-    pub const EPOLL_PWAIT: libc::c_long = libc::SYS_epoll_pwait;
-    pub const EPOLL_PWAIT2: libc::c_long = libc::SYS_epoll_pwait2;
+    pub(super) const READ: libc::c_long = libc::SYS_read;
+    pub(super) const READV: libc::c_long = libc::SYS_readv;
+    pub(super) const PSELECT6: libc::c_long = libc::SYS_pselect6;
+    pub(super) const PPOLL: libc::c_long = libc::SYS_ppoll;
+    pub(super) const EPOLL_PWAIT: libc::c_long = libc::SYS_epoll_pwait;
+    pub(super) const EPOLL_PWAIT2: libc::c_long = libc::SYS_epoll_pwait2;
     #[cfg(target_arch = "x86_64")]
-    pub const SELECT: libc::c_long = libc::SYS_select;
+    pub(super) const SELECT: libc::c_long = libc::SYS_select;
     #[cfg(target_arch = "x86_64")]
-    pub const POLL: libc::c_long = libc::SYS_poll;
+    pub(super) const POLL: libc::c_long = libc::SYS_poll;
     #[cfg(target_arch = "x86_64")]
-    pub const EPOLL_WAIT: libc::c_long = libc::SYS_epoll_wait;
+    pub(super) const EPOLL_WAIT: libc::c_long = libc::SYS_epoll_wait;
 }
 
 /// A blocking call, as far as telling a prompt goes.

@@ -19,10 +19,10 @@ use crate::sandbox::Policy;
 use crate::scheduler::Demand;
 
 /// The metrics label of `apply_patch`.
-pub const APPLY_PATCH_LABEL: &str = "apply_patch";
+pub(crate) const APPLY_PATCH_LABEL: &str = "apply_patch";
 
 /// A raw command from `door`.
-pub fn plan_command(
+pub(crate) fn plan_command(
     planner: &Planner,
     request: &Request,
     argv: &[OsString],
@@ -93,7 +93,7 @@ pub fn plan_command(
 
 /// The built-in `apply_patch` tool: the patch through the personality, in
 /// the caller's directory, under the policy's default sandbox.
-pub fn plan_apply_patch(
+pub(crate) fn plan_apply_patch(
     planner: &Planner,
     request: &Request,
     input: &str,
@@ -156,7 +156,7 @@ fn command_cwd(
 }
 
 /// A directory given by the caller, confined to the project root.
-pub fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
+pub(crate) fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
     let dir = confine_to_root(root, root, workdir)
         .map_err(|e| Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}")))?;
     if !dir.is_dir() {

@@ -28,12 +28,12 @@
 //! runs one-shot plans (cache, scheduler, engine, normalized result).
 
 pub(crate) mod command;
-pub mod dispatcher;
+pub(crate) mod dispatcher;
 pub(crate) mod policy;
-pub mod request;
-pub mod runner;
-pub mod sandbox;
-pub mod source;
+pub(crate) mod request;
+pub(crate) mod runner;
+pub(crate) mod sandbox;
+pub(crate) mod source;
 pub(crate) mod tool;
 
 use std::collections::BTreeMap;
@@ -42,10 +42,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use dispatcher::{Dispatcher, DispatcherConfig, DispatcherError};
-pub use policy::OperatorPolicy;
-pub use request::{Args, Malformed, Request, Target};
-pub use runner::Runner;
+pub(crate) use dispatcher::{Dispatcher, DispatcherConfig};
+pub(crate) use policy::OperatorPolicy;
+pub(crate) use request::{Request, Target};
 
 use crate::exec::{RenderOptions, SpawnSpec};
 use crate::registry::cache::CacheKey;
@@ -55,7 +54,7 @@ use crate::registry::{Registry, kinds};
 use crate::result::Status;
 use crate::scheduler::Demand;
 
-pub use crate::output::render::DEFAULT_MAX_OUTPUT_TOKENS;
+pub(crate) use crate::output::render::DEFAULT_MAX_OUTPUT_TOKENS;
 
 /// How a request's output is shown: its token budget, colour stripped.
 fn render(request: &Request) -> RenderOptions {
@@ -68,12 +67,12 @@ fn render(request: &Request) -> RenderOptions {
 }
 
 /// A tool without `timeout` is killed after this long.
-pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 /// A one-shot raw command without `timeout_ms` is killed after this long
 /// (as `run --timeout-ms`' default).
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `apply_patch` may take before it is killed.
-pub const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Who is asking: decides whose approval counts and whether the operator's
 /// policy governs the request at all.

@@ -13,7 +13,7 @@ use crate::exit_code;
 use crate::result::{NormalizedResult, Status};
 
 /// A boxed future, so runners can be trait objects.
-pub type RunFuture<'a> = Pin<Box<dyn Future<Output = NormalizedResult> + Send + 'a>>;
+pub(crate) type RunFuture<'a> = Pin<Box<dyn Future<Output = NormalizedResult> + Send + 'a>>;
 
 /// Runs a planned spec to completion. The result's `id`, `tool` and
 /// `cached` are filled by the caller.
@@ -24,7 +24,7 @@ pub trait Runner: Send + Sync + 'static {
 /// Runs specs through the exec engine, which owns process groups,
 /// timeouts, kill escalation, escapee clean-up, redaction and spill files.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct EngineRunner;
+pub(crate) struct EngineRunner;
 
 impl Runner for EngineRunner {
     fn run(&self, spec: SpawnSpec, render: RenderOptions) -> RunFuture<'_> {
@@ -40,7 +40,7 @@ async fn run(spec: SpawnSpec, render: RenderOptions) -> NormalizedResult {
 }
 
 /// The result of a command that could not be started.
-pub fn spawn_failure(err: &crate::exec::ExecError) -> NormalizedResult {
+pub(crate) fn spawn_failure(err: &crate::exec::ExecError) -> NormalizedResult {
     let code = err.exit_code();
     let status = if code == exit_code::INTERNAL {
         Status::Error

@@ -31,7 +31,7 @@ impl Drop for ReportGuard {
 
 /// What a planned command is confined by.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Confinement {
+pub(crate) struct Confinement {
     pub policy: Policy,
     pub network: Network,
     pub writable_roots: Vec<PathBuf>,
@@ -41,7 +41,7 @@ pub struct Confinement {
 /// Puts a planned spec under `policy` (none: left as it is): the wrapper
 /// that starts it through the sandbox personality, with the operator's
 /// writable roots and strictness, and the report file it attests to.
-pub fn apply_sandbox(
+pub(crate) fn apply_sandbox(
     planner: &Planner,
     spec: &mut SpawnSpec,
     policy: Option<Policy>,
@@ -63,7 +63,7 @@ pub fn apply_sandbox(
 }
 
 /// The wrapper argv (empty when there is no sandbox link) and its report.
-pub fn wrapper(
+pub(crate) fn wrapper(
     config: &PlannerConfig,
     confinement: &Confinement,
     cwd: &Path,

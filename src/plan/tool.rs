@@ -22,7 +22,7 @@ use crate::scheduler::Demand;
 use super::request::Args;
 
 /// A registry tool from `door`.
-pub fn plan_tool(
+pub(crate) fn plan_tool(
     planner: &Planner,
     registry: &Registry,
     request: &Request,

@@ -93,7 +93,7 @@ params = [
 "#;
 
 /// The test command for the project at `root`, by the files that mark it.
-pub fn detect_test_command(root: &Path) -> Option<(&'static str, &'static str)> {
+pub(crate) fn detect_test_command(root: &Path) -> Option<(&'static str, &'static str)> {
     let has = |name: &str| root.join(name).is_file();
     if has("Cargo.toml") {
         return Some((r#"["cargo", "test"]"#, "positional"));
@@ -129,7 +129,7 @@ pub fn detect_test_command(root: &Path) -> Option<(&'static str, &'static str)> 
 }
 
 /// The built-in registry's TOML for a project root.
-pub fn builtin_toml(root: &Path) -> String {
+pub(crate) fn builtin_toml(root: &Path) -> String {
     let mut text = INSPECTION.to_owned();
     if let Some((command, extra_args)) = detect_test_command(root) {
         text.push_str(&format!(

@@ -31,13 +31,13 @@ type Waiters = Vec<tokio::sync::oneshot::Sender<NormalizedResult>>;
 
 /// The cache, shared by all requests.
 #[derive(Debug, Default)]
-pub struct ResultCache {
+pub(crate) struct ResultCache {
     entries: Mutex<HashMap<CacheKey, (Instant, NormalizedResult)>>,
     in_flight: Mutex<HashMap<CacheKey, Waiters>>,
 }
 
 /// What a cacheable request should do.
-pub enum Lookup<'a> {
+pub(crate) enum Lookup<'a> {
     /// A fresh stored result.
     Hit(Box<NormalizedResult>),
     /// The same run is in flight: await its result (an error means it was
@@ -48,14 +48,14 @@ pub enum Lookup<'a> {
 }
 
 /// Held by the request that runs a cacheable command for everyone waiting.
-pub struct LeaderGuard<'a> {
+pub(crate) struct LeaderGuard<'a> {
     cache: &'a ResultCache,
     key: Option<CacheKey>,
 }
 
 impl LeaderGuard<'_> {
     /// Stores the result and hands it to the waiters when it is worth keeping.
-    pub fn complete(mut self, ttl: Duration, result: &NormalizedResult, keep: bool) {
+    pub(crate) fn complete(mut self, ttl: Duration, result: &NormalizedResult, keep: bool) {
         let Some(key) = self.key.take() else { return };
         if keep {
             self.cache.put(key.clone(), ttl, result.clone());
@@ -90,7 +90,7 @@ impl Drop for LeaderGuard<'_> {
 
 impl ResultCache {
     /// A stored result, a run in flight to wait for, or the lead.
-    pub fn lookup(&self, key: &CacheKey, ttl: Duration) -> Lookup<'_> {
+    pub(crate) fn lookup(&self, key: &CacheKey, ttl: Duration) -> Lookup<'_> {
         if let Some(hit) = self.get(key, ttl) {
             return Lookup::Hit(Box::new(hit));
         }
@@ -112,7 +112,7 @@ impl ResultCache {
     }
 
     /// A stored result younger than `ttl`.
-    pub fn get(&self, key: &CacheKey, ttl: Duration) -> Option<NormalizedResult> {
+    pub(crate) fn get(&self, key: &CacheKey, ttl: Duration) -> Option<NormalizedResult> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
             .get(key)
@@ -121,7 +121,7 @@ impl ResultCache {
     }
 
     /// Stores a result; expired and, past the size bound, oldest entries go.
-    pub fn put(&self, key: CacheKey, ttl: Duration, result: NormalizedResult) {
+    pub(crate) fn put(&self, key: CacheKey, ttl: Duration, result: NormalizedResult) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= MAX_ENTRIES {
             entries.retain(|_, (stored, _)| stored.elapsed() < ttl);

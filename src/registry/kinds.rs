@@ -2,56 +2,34 @@
 //! match on these strings; add new ones, never rename.
 
 /// The request line is not JSON, or not an object of known fields.
-pub const MALFORMED_REQUEST: &str = "malformed_request";
+pub(crate) const MALFORMED_REQUEST: &str = "malformed_request";
 /// No tool of that name in the registry.
-pub const UNKNOWN_TOOL: &str = "unknown_tool";
+pub(crate) const UNKNOWN_TOOL: &str = "unknown_tool";
 /// A parameter is missing, unknown, of the wrong type or out of bounds.
-pub const INVALID_PARAMS: &str = "invalid_params";
+pub(crate) const INVALID_PARAMS: &str = "invalid_params";
 /// The `workdir` does not exist, escapes the project root or is not allowed.
-pub const INVALID_WORKDIR: &str = "invalid_workdir";
+pub(crate) const INVALID_WORKDIR: &str = "invalid_workdir";
 /// The tool's risk needs `"approve": true`.
-pub const APPROVAL_REQUIRED: &str = "approval_required";
+pub(crate) const APPROVAL_REQUIRED: &str = "approval_required";
 /// A raw `command` request, and `allow_raw_commands` is off.
-pub const RAW_COMMANDS_DISABLED: &str = "raw_commands_disabled";
+pub(crate) const RAW_COMMANDS_DISABLED: &str = "raw_commands_disabled";
 /// The active profile leaves the tool out.
-pub const DENIED_BY_PROFILE: &str = "denied_by_profile";
+pub(crate) const DENIED_BY_PROFILE: &str = "denied_by_profile";
 /// The tool's risk is above the registry's `max_risk`.
-pub const DENIED_BY_POLICY: &str = "denied_by_policy";
+pub(crate) const DENIED_BY_POLICY: &str = "denied_by_policy";
 /// The queue is full (`status: busy`, with `retry_after_ms`).
-pub const QUEUE_FULL: &str = "queue_full";
+pub(crate) const QUEUE_FULL: &str = "queue_full";
 /// A secret the tool needs has no value (`status: error`).
-pub const SECRET_UNAVAILABLE: &str = "secret_unavailable";
+pub(crate) const SECRET_UNAVAILABLE: &str = "secret_unavailable";
 /// The command was killed at its timeout (`status: timeout`).
-pub const TIMEOUT: &str = "timeout";
+pub(crate) const TIMEOUT: &str = "timeout";
 /// The program was not found (exit 127).
-pub const NOT_FOUND: &str = "not_found";
+pub(crate) const NOT_FOUND: &str = "not_found";
 /// The program was found but could not be run (exit 126).
-pub const NOT_EXECUTABLE: &str = "not_executable";
+pub(crate) const NOT_EXECUTABLE: &str = "not_executable";
 /// agent-reach failed to start or watch the command (or the sandbox
 /// policy is unknown).
-pub const SPAWN_FAILED: &str = "spawn_failed";
+pub(crate) const SPAWN_FAILED: &str = "spawn_failed";
 /// The engine found the working directory unusable at start (it vanished
 /// after validation).
-pub const BAD_WORKDIR: &str = "bad_workdir";
-/// The command started processes that could not be killed.
-pub const SURVIVORS: &str = "survivors";
-
-/// Every kind, for documentation and tests.
-pub const ALL: &[&str] = &[
-    MALFORMED_REQUEST,
-    UNKNOWN_TOOL,
-    INVALID_PARAMS,
-    INVALID_WORKDIR,
-    APPROVAL_REQUIRED,
-    RAW_COMMANDS_DISABLED,
-    DENIED_BY_PROFILE,
-    DENIED_BY_POLICY,
-    QUEUE_FULL,
-    SECRET_UNAVAILABLE,
-    TIMEOUT,
-    NOT_FOUND,
-    NOT_EXECUTABLE,
-    SPAWN_FAILED,
-    BAD_WORKDIR,
-    SURVIVORS,
-];
+pub(crate) const BAD_WORKDIR: &str = "bad_workdir";

@@ -18,7 +18,7 @@ use super::{Availability, Registry, RegistryError};
 
 /// Everything read from a file tree, merged, before a profile narrows it.
 #[derive(Debug, Default)]
-pub struct Merged {
+pub(crate) struct Merged {
     pub settings: Settings,
     pub tools: Vec<ToolSpec>,
     pub profiles: BTreeMap<String, Profile>,
@@ -28,7 +28,7 @@ pub struct Merged {
 
 /// Reads `path` and its includes. A missing top file is an error; every other
 /// problem is collected.
-pub fn read_tree(path: &Path) -> Result<Merged, RegistryError> {
+pub(crate) fn read_tree(path: &Path) -> Result<Merged, RegistryError> {
     let text = std::fs::read_to_string(path).map_err(|source| RegistryError::Read {
         path: path.to_path_buf(),
         source,
@@ -44,7 +44,7 @@ pub fn read_tree(path: &Path) -> Result<Merged, RegistryError> {
 }
 
 /// The built-in registry for `root`.
-pub fn read_builtin(root: &Path) -> Merged {
+pub(crate) fn read_builtin(root: &Path) -> Merged {
     merge(vec![(
         PathBuf::from("<built-in>"),
         parse_file(Path::new("<built-in>"), &builtin_toml(root)),
@@ -163,7 +163,7 @@ fn cross_check(merged: &mut Merged) {
 }
 
 /// Applies a profile and builds the registry (fails on any problem).
-pub fn build(
+pub(crate) fn build(
     merged: Merged,
     profile: Option<&str>,
     root: PathBuf,

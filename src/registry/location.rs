@@ -4,7 +4,7 @@
 //! one into the other so `tools check` can print `file:line:col: message`.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// A place in a registry file (1-based line and column), or the built-in registry.
@@ -66,14 +66,14 @@ impl fmt::Display for Problem {
 
 /// Byte offset to line and column for one file's text.
 #[derive(Debug, Clone)]
-pub struct LineIndex {
+pub(crate) struct LineIndex {
     file: Arc<Path>,
     line_starts: Vec<usize>,
     text_len: usize,
 }
 
 impl LineIndex {
-    pub fn new(file: &Path, text: &str) -> Self {
+    pub(crate) fn new(file: &Path, text: &str) -> Self {
         let mut line_starts = vec![0];
         line_starts.extend(
             text.bytes()
@@ -88,13 +88,8 @@ impl LineIndex {
         }
     }
 
-    /// The file this index belongs to.
-    pub fn file(&self) -> PathBuf {
-        self.file.to_path_buf()
-    }
-
     /// The location of a byte offset (clamped to the text); columns count bytes.
-    pub fn locate(&self, offset: usize) -> Location {
+    pub(crate) fn locate(&self, offset: usize) -> Location {
         let offset = offset.min(self.text_len);
         let line = self.line_starts.partition_point(|start| *start <= offset);
         let line_start = self
@@ -110,7 +105,7 @@ impl LineIndex {
     }
 
     /// The location of an optional span's start; the file start without one.
-    pub fn locate_span(&self, span: Option<std::ops::Range<usize>>) -> Location {
+    pub(crate) fn locate_span(&self, span: Option<std::ops::Range<usize>>) -> Location {
         self.locate(span.map(|s| s.start).unwrap_or(0))
     }
 }

@@ -14,15 +14,15 @@ use std::time::Duration;
 use crate::result::Status;
 
 /// Histogram bucket upper bounds, in seconds.
-pub const BUCKETS: &[f64] = &[
+pub(crate) const BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];
 
 /// The label for requests that name no known tool (so clients cannot
 /// create unbounded label values).
-pub const UNKNOWN_TOOL_LABEL: &str = "_unknown";
+pub(crate) const UNKNOWN_TOOL_LABEL: &str = "_unknown";
 /// The label for raw `command` requests.
-pub const RAW_COMMAND_LABEL: &str = "_command";
+pub(crate) const RAW_COMMAND_LABEL: &str = "_command";
 
 /// A counter's name, help text and how to read it from [`ToolCounts`].
 type CounterDef = (&'static str, &'static str, fn(&ToolCounts) -> u64);

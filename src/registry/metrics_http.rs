@@ -14,7 +14,7 @@ use super::metrics::Metrics;
 
 /// Why the metrics endpoint could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum MetricsServeError {
+pub(crate) enum MetricsServeError {
     #[error("metrics address {addr} is not a loopback address; use 127.0.0.1 or [::1]")]
     NotLoopback { addr: SocketAddr },
     #[error("cannot listen on {addr}: {source}")]
@@ -26,7 +26,7 @@ pub enum MetricsServeError {
 
 /// Binds `addr` (loopback only) and returns the listener, so a caller learns
 /// about a bad address before serving; then call [`serve_listener`].
-pub async fn bind_metrics(addr: SocketAddr) -> Result<TcpListener, MetricsServeError> {
+pub(crate) async fn bind_metrics(addr: SocketAddr) -> Result<TcpListener, MetricsServeError> {
     if !addr.ip().is_loopback() {
         return Err(MetricsServeError::NotLoopback { addr });
     }
@@ -35,18 +35,8 @@ pub async fn bind_metrics(addr: SocketAddr) -> Result<TcpListener, MetricsServeE
         .map_err(|source| MetricsServeError::Bind { addr, source })
 }
 
-/// Serves `GET /metrics` on `addr` until the task is dropped.
-pub async fn serve_metrics(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-) -> Result<(), MetricsServeError> {
-    let listener = bind_metrics(addr).await?;
-    serve_listener(listener, metrics).await;
-    Ok(())
-}
-
 /// Serves `GET /metrics` on a bound listener, forever.
-pub async fn serve_listener(listener: TcpListener, metrics: Arc<Metrics>) {
+pub(crate) async fn serve_listener(listener: TcpListener, metrics: Arc<Metrics>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;

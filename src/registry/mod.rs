@@ -4,31 +4,30 @@
 //! Loading is pure (files in, [`Registry`] or every problem out); requests
 //! are planned and run by the plan stage, above it.
 
-pub mod builtin;
-pub mod cache;
-pub mod env;
-pub mod kinds;
-pub mod load;
-pub mod location;
-pub mod metrics;
-pub mod metrics_http;
-pub mod model;
-pub mod node;
-pub mod params;
+pub(crate) mod builtin;
+pub(crate) mod cache;
+pub(crate) mod env;
+pub(crate) mod kinds;
+pub(crate) mod load;
+pub(crate) mod location;
+pub(crate) mod metrics;
+pub(crate) mod metrics_http;
+pub(crate) mod model;
+pub(crate) mod node;
+pub(crate) mod params;
 pub(crate) mod parse;
-pub mod root_path;
-pub mod schema;
-pub mod secrets;
-pub mod template;
+pub(crate) mod root_path;
+pub(crate) mod schema;
+pub(crate) mod secrets;
+pub(crate) mod template;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use location::{Location, Problem};
-pub use metrics::Metrics;
-pub use metrics_http::serve_metrics;
-pub use model::{Risk, Settings, ToolSpec};
+pub(crate) use location::Problem;
+pub(crate) use metrics::Metrics;
+pub(crate) use model::{Settings, ToolSpec};
 
 /// Why a registry could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +152,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::model::Risk;
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(name);

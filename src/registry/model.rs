@@ -195,7 +195,7 @@ pub struct SandboxSettings {
 
 /// `[profiles.NAME]`: a narrower view of the registry.
 #[derive(Debug, Clone, Default)]
-pub struct Profile {
+pub(crate) struct Profile {
     pub name: String,
     pub max_risk: Option<Risk>,
     pub approval: Option<Risk>,
@@ -239,7 +239,7 @@ impl Default for Settings {
 }
 
 /// A tool name usable as a function name by every model API.
-pub fn is_valid_tool_name(name: &str) -> bool {
+pub(crate) fn is_valid_tool_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -248,7 +248,7 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 }
 
 /// An environment variable or secret name.
-pub fn is_valid_env_name(name: &str) -> bool {
+pub(crate) fn is_valid_env_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')

@@ -7,14 +7,14 @@ use toml_edit::{Item, Table, TableLike, Value};
 
 /// Anything the registry walker looks at.
 #[derive(Clone, Copy)]
-pub enum Node<'a> {
+pub(crate) enum Node<'a> {
     Item(&'a Item),
     Value(&'a Value),
     Table(&'a Table),
 }
 
 impl<'a> Node<'a> {
-    pub fn span(&self) -> Option<Range<usize>> {
+    pub(crate) fn span(&self) -> Option<Range<usize>> {
         match self {
             Node::Item(item) => item.span(),
             Node::Value(value) => value.span(),
@@ -30,28 +30,28 @@ impl<'a> Node<'a> {
         }
     }
 
-    pub fn as_str(&self) -> Option<&'a str> {
+    pub(crate) fn as_str(&self) -> Option<&'a str> {
         self.value().and_then(Value::as_str)
     }
 
-    pub fn as_integer(&self) -> Option<i64> {
+    pub(crate) fn as_integer(&self) -> Option<i64> {
         self.value().and_then(Value::as_integer)
     }
 
     /// An integer or a float, as a float.
-    pub fn as_number(&self) -> Option<f64> {
+    pub(crate) fn as_number(&self) -> Option<f64> {
         let value = self.value()?;
         value
             .as_float()
             .or_else(|| value.as_integer().map(|i| i as f64))
     }
 
-    pub fn as_bool(&self) -> Option<bool> {
+    pub(crate) fn as_bool(&self) -> Option<bool> {
         self.value().and_then(Value::as_bool)
     }
 
     /// The elements of an array or an array of tables.
-    pub fn as_array(&self) -> Option<Vec<Node<'a>>> {
+    pub(crate) fn as_array(&self) -> Option<Vec<Node<'a>>> {
         match self {
             Node::Item(Item::ArrayOfTables(tables)) => {
                 Some(tables.iter().map(Node::Table).collect())
@@ -63,7 +63,7 @@ impl<'a> Node<'a> {
         }
     }
 
-    pub fn as_table(&self) -> Option<&'a dyn TableLike> {
+    pub(crate) fn as_table(&self) -> Option<&'a dyn TableLike> {
         match self {
             Node::Item(item) => item.as_table_like(),
             Node::Value(Value::InlineTable(table)) => Some(table as &dyn TableLike),
@@ -73,7 +73,7 @@ impl<'a> Node<'a> {
     }
 
     /// The TOML type, for messages ("expected a string, found an integer").
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Node::Item(Item::Table(_)) | Node::Table(_) => "a table",
             Node::Item(Item::ArrayOfTables(_)) => "an array of tables",
@@ -84,7 +84,7 @@ impl<'a> Node<'a> {
     }
 
     /// The value as JSON (for parameter defaults); tables and dates are not values.
-    pub fn to_json(&self) -> Option<serde_json::Value> {
+    pub(crate) fn to_json(self) -> Option<serde_json::Value> {
         let value = self.value()?;
         Some(match value {
             Value::String(s) => serde_json::Value::String(s.value().clone()),
@@ -115,7 +115,9 @@ fn value_type_name(value: &Value) -> &'static str {
 }
 
 /// The entries of a table with their key spans, in file order.
-pub fn entries<'a>(table: &'a dyn TableLike) -> Vec<(&'a str, Option<Range<usize>>, Node<'a>)> {
+pub(crate) fn entries<'a>(
+    table: &'a dyn TableLike,
+) -> Vec<(&'a str, Option<Range<usize>>, Node<'a>)> {
     table
         .iter()
         .filter_map(|(name, _)| {

@@ -18,26 +18,26 @@ use super::template::Piece;
 
 /// A parameter's value as argv text.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rendered {
+pub(crate) enum Rendered {
     One(String),
     Many(Vec<String>),
 }
 
 /// Where paths are resolved: the canonical project root and run directory.
 #[derive(Debug, Clone, Copy)]
-pub struct PathContext<'a> {
+pub(crate) struct PathContext<'a> {
     pub root: &'a Path,
     pub cwd: &'a Path,
 }
 
 /// Checks a default against its parameter (no path resolution: that happens per request).
-pub fn check_default(spec: &ParamSpec, value: &Value) -> Result<(), String> {
+pub(crate) fn check_default(spec: &ParamSpec, value: &Value) -> Result<(), String> {
     render(spec, value, None, true).map(|_| ())
 }
 
 /// The request's named arguments, checked and rendered (absent optional
 /// parameters are missing from the map). All problems are reported at once.
-pub fn validate_named(
+pub(crate) fn validate_named(
     tool: &ToolSpec,
     args: &serde_json::Map<String, Value>,
     paths: PathContext<'_>,
@@ -86,7 +86,7 @@ pub fn validate_named(
 }
 
 /// A request's list of strings, checked against the tool's `extra_args`.
-pub fn validate_extra(tool: &ToolSpec, extra: &[String]) -> Result<(), String> {
+pub(crate) fn validate_extra(tool: &ToolSpec, extra: &[String]) -> Result<(), String> {
     if extra.is_empty() {
         return Ok(());
     }
@@ -112,7 +112,7 @@ pub fn validate_extra(tool: &ToolSpec, extra: &[String]) -> Result<(), String> {
 
 /// The argv: command elements filled, absent optional elements dropped,
 /// unreferenced list parameters and then `extra` appended.
-pub fn expand(
+pub(crate) fn expand(
     tool: &ToolSpec,
     values: &BTreeMap<String, Rendered>,
     extra: &[String],

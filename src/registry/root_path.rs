@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// A path that escapes the root or cannot be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfineError {
+pub(crate) enum ConfineError {
     #[error("path {path:?} resolves to {resolved}, outside the project root {root}")]
     Outside {
         path: String,
@@ -25,7 +25,11 @@ pub enum ConfineError {
 
 /// Resolves `value` (relative to `base`) and checks it lies inside `root`.
 /// `root` and `base` must be canonical. Returns the resolved absolute path.
-pub fn confine_to_root(root: &Path, base: &Path, value: &Path) -> Result<PathBuf, ConfineError> {
+pub(crate) fn confine_to_root(
+    root: &Path,
+    base: &Path,
+    value: &Path,
+) -> Result<PathBuf, ConfineError> {
     if value.as_os_str().is_empty() {
         return Err(ConfineError::Empty);
     }

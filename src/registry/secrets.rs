@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming a secrets file when the registry does not.
-pub const SECRETS_FILE_VAR: &str = "AGENT_REACH_SECRETS_FILE";
+pub(crate) const SECRETS_FILE_VAR: &str = "AGENT_REACH_SECRETS_FILE";
 
 /// A secrets file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +145,7 @@ fn unquote(value: &str) -> &str {
 /// Replaces every occurrence of a secret's value in `text` with
 /// `[REDACTED:NAME]`; longer values first, so a secret that contains another
 /// is replaced whole. For logs and error messages (whole strings).
-pub fn redact_text(secrets: &[(String, Vec<u8>)], text: &str) -> String {
+pub(crate) fn redact_text(secrets: &[(String, Vec<u8>)], text: &str) -> String {
     let mut ordered: Vec<&(String, Vec<u8>)> =
         secrets.iter().filter(|(_, v)| !v.is_empty()).collect();
     ordered.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));

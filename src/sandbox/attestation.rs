@@ -13,7 +13,7 @@ use crate::result::SandboxAttestation;
 
 /// How much of the filesystem policy is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FsLevel {
+pub(crate) enum FsLevel {
     /// Every rule the policy asks for.
     Enforced,
     /// Some rules (an older Landlock ABI lacks some access rights).
@@ -23,7 +23,7 @@ pub enum FsLevel {
 }
 
 impl FsLevel {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FsLevel::Enforced => "enforced",
             FsLevel::Partial => "partial",
@@ -34,13 +34,13 @@ impl FsLevel {
 
 /// Whether the network rule is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetLevel {
+pub(crate) enum NetLevel {
     Enforced,
     None,
 }
 
 impl NetLevel {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             NetLevel::Enforced => "enforced",
             NetLevel::None => "none",
@@ -49,7 +49,7 @@ impl NetLevel {
 }
 
 /// Builds the contract's attestation value.
-pub fn attestation(fs: FsLevel, net: NetLevel, abi: Option<u32>) -> SandboxAttestation {
+pub(crate) fn attestation(fs: FsLevel, net: NetLevel, abi: Option<u32>) -> SandboxAttestation {
     SandboxAttestation {
         fs: fs.as_str().to_owned(),
         net: net.as_str().to_owned(),
@@ -63,17 +63,12 @@ pub fn read_attestation(path: &Path) -> Option<SandboxAttestation> {
 }
 
 /// The report's bytes: one JSON object and a newline.
-pub fn encode(value: &SandboxAttestation) -> Vec<u8> {
+pub(crate) fn encode(value: &SandboxAttestation) -> Vec<u8> {
     // Serializing three plain fields cannot fail; an empty report would read
     // back as `None`, the safe answer.
     let mut bytes = serde_json::to_vec(value).unwrap_or_default();
     bytes.push(b'\n');
     bytes
-}
-
-/// Writes the report (the whole file, replaced).
-pub fn write_attestation(path: &Path, value: &SandboxAttestation) -> std::io::Result<()> {
-    std::fs::write(path, encode(value))
 }
 
 #[cfg(test)]
@@ -85,7 +80,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
         let value = attestation(FsLevel::Partial, NetLevel::Enforced, Some(7));
-        write_attestation(&path, &value).unwrap();
+        std::fs::write(&path, encode(&value)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text,

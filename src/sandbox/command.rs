@@ -9,7 +9,7 @@ use crate::exit_code;
 use super::args::{self, REPORT_VAR};
 
 /// Confines the command, then execs it; returns only on failure.
-pub fn main(ctx: &ProcessContext) -> i32 {
+pub(crate) fn main(ctx: &ProcessContext) -> i32 {
     let report_env = ctx
         .var(REPORT_VAR)
         .filter(|value| !value.is_empty())

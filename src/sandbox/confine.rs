@@ -23,7 +23,7 @@ use super::read_only_mounts;
 use super::seccomp_rules;
 
 /// Everything from the parsed request to the exec; the error says what stopped it.
-pub fn confine_and_exec(ctx: &ProcessContext, request: &SandboxRequest) -> SandboxError {
+pub(crate) fn confine_and_exec(ctx: &ProcessContext, request: &SandboxRequest) -> SandboxError {
     match prepare_and_confine(ctx, request) {
         Ok(()) => {
             let env: Vec<(OsString, OsString)> = ctx

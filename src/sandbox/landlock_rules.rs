@@ -24,14 +24,14 @@ use super::fs_plan::FsPlan;
 use super::policy::Network;
 
 /// The newest Landlock ABI this build knows; the kernel may grant less.
-pub const NEWEST_ABI: ABI = ABI::V10;
+pub(crate) const NEWEST_ABI: ABI = ABI::V10;
 
 /// The least ABI that enforces every write rule (truncation arrived in 3).
-pub const FULL_FS_ABI: u32 = 3;
+pub(crate) const FULL_FS_ABI: u32 = 3;
 
 /// What the kernel granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LandlockOutcome {
+pub(crate) struct LandlockOutcome {
     pub fs: FsLevel,
     /// The kernel's Landlock ABI; `None` when Landlock is unavailable.
     pub abi: Option<u32>,
@@ -40,7 +40,7 @@ pub struct LandlockOutcome {
 }
 
 /// Restricts the calling thread (and what it execs) to `plan`.
-pub fn restrict(plan: &FsPlan, network: Network) -> Result<LandlockOutcome, SandboxError> {
+pub(crate) fn restrict(plan: &FsPlan, network: Network) -> Result<LandlockOutcome, SandboxError> {
     let all = AccessFs::from_all(NEWEST_ABI);
     // Never granted, even in writable roots: a root user could otherwise
     // create a device node for a raw disk or /dev/mem and write through it.

@@ -11,12 +11,12 @@ use std::process::Command;
 use super::error::SandboxError;
 
 /// The search path when the environment has no `PATH` (what execvp uses).
-pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub(crate) const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Where `command` would be found: itself when it names a path, else the
 /// first executable match on `path_var`, else the first non-executable match
 /// (to report 126), else `None` (127).
-pub fn resolve(command: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
+pub(crate) fn resolve(command: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
     if command.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(command));
     }
@@ -48,7 +48,7 @@ pub fn resolve(command: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
 }
 
 /// Execs `argv` with exactly `env`. Only returns on failure.
-pub fn exec(argv: &[OsString], env: &[(OsString, OsString)]) -> SandboxError {
+pub(crate) fn exec(argv: &[OsString], env: &[(OsString, OsString)]) -> SandboxError {
     let Some((command, args)) = argv.split_first() else {
         return SandboxError::CommandNotFound {
             command: OsString::new(),

@@ -47,32 +47,35 @@
 //! metadata changes outside the writable roots.
 
 pub mod args;
-pub mod attestation;
-pub mod command;
+pub(crate) mod attestation;
+pub(crate) mod command;
 #[cfg(target_os = "linux")]
-pub mod confine;
+pub(crate) mod confine;
 #[cfg(target_os = "linux")]
-pub mod error;
+pub(crate) mod error;
 #[cfg(target_os = "linux")]
 pub mod fs_plan;
 #[cfg(target_os = "linux")]
-pub mod landlock_rules;
+pub(crate) mod landlock_rules;
 #[cfg(target_os = "linux")]
-pub mod launch;
+pub(crate) mod launch;
 #[cfg(target_os = "linux")]
-pub mod mount_api;
-pub mod policy;
+pub(crate) mod mount_api;
+pub(crate) mod policy;
 #[cfg(target_os = "linux")]
-pub mod read_only_mounts;
-pub mod rule_file;
+pub(crate) mod read_only_mounts;
+pub(crate) mod rule_file;
+// Build-time code (build.rs includes them): here only for their tests.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) mod seccomp_fast_path;
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) mod seccomp_merge;
 #[cfg(target_os = "linux")]
-pub mod seccomp_fast_path;
-#[cfg(target_os = "linux")]
-pub mod seccomp_merge;
+pub(crate) mod seccomp_names;
 #[cfg(target_os = "linux")]
 pub mod seccomp_rules;
 #[cfg(target_os = "linux")]
-pub mod seccomp_stack;
+pub(crate) mod seccomp_stack;
 
 pub use attestation::read_attestation;
 #[cfg(target_os = "linux")]

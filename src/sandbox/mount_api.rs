@@ -28,7 +28,7 @@ struct MountAttr {
 
 /// Why the new API could not do it.
 #[derive(Debug, thiserror::Error)]
-pub enum MountApiError {
+pub(crate) enum MountApiError {
     /// Nothing was changed (an old kernel, or a refusal before the first
     /// change): the caller may remount one by one instead.
     #[error("the mount API is unavailable for {path}: {source}")]
@@ -47,7 +47,7 @@ pub enum MountApiError {
 
 /// Makes every mount read-only except `writable` (and what is beneath them,
 /// which keeps its own flags). Roots nested in one another are fine.
-pub fn read_only_except(writable: &[PathBuf]) -> Result<(), MountApiError> {
+pub(crate) fn read_only_except(writable: &[PathBuf]) -> Result<(), MountApiError> {
     // A mount moved onto `/` would not be seen (paths start at the old
     // root); with all of `/` writable there is nothing to make read-only.
     if writable.iter().any(|root| root.as_path() == Path::new("/")) {
@@ -80,7 +80,7 @@ pub fn read_only_except(writable: &[PathBuf]) -> Result<(), MountApiError> {
 }
 
 /// Makes the mount at `path` read-only (only that mount, as a remount does).
-pub fn set_read_only(path: &Path) -> std::io::Result<()> {
+pub(crate) fn set_read_only(path: &Path) -> std::io::Result<()> {
     set_attr(path, 0, MOUNT_ATTR_RDONLY)
 }
 

@@ -33,7 +33,7 @@ use super::mount_api::{self, MountApiError};
 
 /// Why the mount approach could not be used (the caller falls back).
 #[derive(Debug, thiserror::Error)]
-pub enum MountError {
+pub(crate) enum MountError {
     #[error("cannot create a mount namespace: {0}")]
     Namespace(nix::Error),
     #[error("cannot map uid/gid in the user namespace ({path}): {source}")]
@@ -51,7 +51,7 @@ pub enum MountError {
 
 /// How the namespace was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Namespace {
+pub(crate) enum Namespace {
     /// A mount namespace alone (the process had CAP_SYS_ADMIN).
     Mount,
     /// A user namespace mapping our own ids, and a mount namespace in it.
@@ -65,7 +65,7 @@ pub enum Namespace {
 /// enforces anyway (extra mounts, or everything but the roots read-only);
 /// a mount the kernel will not remount one by one is skipped, Landlock
 /// still guarding its paths.
-pub fn isolate(
+pub(crate) fn isolate(
     writable: &[PathBuf],
     protected: &[PathBuf],
     uid: u32,
@@ -177,7 +177,7 @@ fn remount_read_only(path: &Path, flags: MsFlags) -> Result<(), nix::Error> {
 
 /// One line of `/proc/self/mountinfo`, as far as remounting cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountEntry {
+pub(crate) struct MountEntry {
     /// Where it is mounted (the kernel's octal escapes undone).
     pub point: PathBuf,
     pub read_only: bool,
@@ -189,7 +189,7 @@ pub struct MountEntry {
 
 /// Parses `/proc/self/mountinfo`: mount point (field 5), per-mount options
 /// (field 6) and the optional propagation fields up to the `-` separator.
-pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|line| {
             let mut fields = line.split(' ');
@@ -224,7 +224,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
 
 /// The mounts to remount read-only: every writable one not at or beneath a
 /// writable root, each mount point once (the last, topmost, mount wins).
-pub fn mounts_to_make_read_only<'a>(
+pub(crate) fn mounts_to_make_read_only<'a>(
     mounts: &'a [MountEntry],
     writable: &[PathBuf],
 ) -> Vec<&'a MountEntry> {
@@ -265,7 +265,7 @@ fn unescape_octal(field: &str) -> std::ffi::OsString {
 }
 
 /// The mount flags a bind remount must keep, from the statvfs flags.
-pub fn locked_flags(flags: FsFlags) -> MsFlags {
+pub(crate) fn locked_flags(flags: FsFlags) -> MsFlags {
     let pairs = [
         (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
         (FsFlags::ST_NODEV, MsFlags::MS_NODEV),

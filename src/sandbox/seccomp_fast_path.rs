@@ -28,7 +28,7 @@ const MIN_LISTED: usize = 8;
 
 /// `program` with the fast path inserted after its prologue, or unchanged
 /// when it does not have seccompiler's shape or lists few syscalls.
-pub fn with_fast_path(program: &[sock_filter]) -> Vec<sock_filter> {
+pub(crate) fn with_fast_path(program: &[sock_filter]) -> Vec<sock_filter> {
     let Some((listed, no_match)) = chain_shape(program) else {
         return program.to_vec();
     };
@@ -196,7 +196,7 @@ fn emit(ranges: &[(u32, u32)], jumps: &mut Vec<Jump>) {
 /// compare programs by running them; a load beyond the data or an
 /// instruction seccomp's programs do not use gives `None`.
 #[cfg(test)]
-pub fn run(program: &[sock_filter], data: &[u32; 16]) -> Option<(u32, usize)> {
+pub(crate) fn run(program: &[sock_filter], data: &[u32; 16]) -> Option<(u32, usize)> {
     let (mut acc, mut pc) = (0u32, 0usize);
     for steps in 1.. {
         let insn = program.get(pc)?;

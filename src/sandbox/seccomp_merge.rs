@@ -3,20 +3,19 @@
 //! and JIT, about 20 µs of each sandboxed start) and one more program every
 //! syscall of the command runs through. The JSON keeps them apart, by
 //! purpose; the installed program does not need to.
+//!
+//! The library compiles this file only for its tests; build.rs is its user.
 
 use serde_json::{Map, Value};
 
-/// The merged filter without the network rules.
-pub const BASE: &str = "eperm";
-/// The merged filter with them (`--network deny`).
-pub const BASE_NETWORK_DENY: &str = "eperm_network_deny";
+use super::seccomp_names::{BASE, BASE_NETWORK_DENY};
 /// The filter that only the network-deny variant takes in.
-pub const NETWORK_DENY: &str = "network_deny";
+pub(crate) const NETWORK_DENY: &str = "network_deny";
 
 /// The whole policy for architecture `arch` (Rust's name for it), as
 /// seccompiler's JSON (name to filter): the filters of every policy text
 /// (each with the one architecture it is for, if any), and the merged ones.
-pub fn whole_policy(
+pub(crate) fn whole_policy(
     texts: &[(&str, Option<&str>)],
     arch: &str,
 ) -> Result<Map<String, Value>, serde_json::Error> {
@@ -37,7 +36,7 @@ pub fn whole_policy(
 /// name to filter): the rules of every filter that allows by default and
 /// refuses with EPERM, in name order, the network filter only in the second.
 /// Filters with another action (clone3's ENOSYS) stay as they are.
-pub fn add_merged(policy: &mut Map<String, Value>) {
+pub(crate) fn add_merged(policy: &mut Map<String, Value>) {
     let eperm = |filter: &Value| {
         filter.get("mismatch_action") == Some(&Value::from("allow"))
             && filter.get("match_action") == Some(&serde_json::json!({ "errno": 1 }))

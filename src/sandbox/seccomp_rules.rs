@@ -14,7 +14,7 @@ use seccompiler::{BpfProgram, sock_filter};
 
 use super::error::SandboxError;
 use super::policy::Network;
-use super::seccomp_merge;
+use super::seccomp_names;
 use super::seccomp_stack;
 
 mod precompiled {
@@ -34,11 +34,11 @@ pub struct NamedFilter {
 pub fn filters(network: Network) -> Result<Vec<NamedFilter>, SandboxError> {
     let base = match network {
         Network::Deny => (
-            seccomp_merge::BASE_NETWORK_DENY,
+            seccomp_names::BASE_NETWORK_DENY,
             "process, kernel, mount and port I/O isolation, --network deny",
         ),
         Network::Allow => (
-            seccomp_merge::BASE,
+            seccomp_names::BASE,
             "process, kernel, mount and port I/O isolation",
         ),
     };
@@ -122,6 +122,7 @@ fn x32_guard() -> BpfProgram {
 mod tests {
     use super::*;
     use crate::sandbox::seccomp_fast_path::{self, with_fast_path};
+    use crate::sandbox::seccomp_merge;
     use crate::sandbox::seccomp_stack;
     use seccompiler::TargetArch;
 
@@ -271,9 +272,9 @@ mod tests {
     fn network_filter_only_when_denied() {
         let names =
             |network| -> Vec<&str> { filters(network).unwrap().iter().map(|f| f.name).collect() };
-        assert!(names(Network::Deny).contains(&seccomp_merge::BASE_NETWORK_DENY));
-        assert!(!names(Network::Allow).contains(&seccomp_merge::BASE_NETWORK_DENY));
-        assert!(names(Network::Allow).contains(&seccomp_merge::BASE));
+        assert!(names(Network::Deny).contains(&seccomp_names::BASE_NETWORK_DENY));
+        assert!(!names(Network::Allow).contains(&seccomp_names::BASE_NETWORK_DENY));
+        assert!(names(Network::Allow).contains(&seccomp_names::BASE));
         assert!(names(Network::Allow).contains(&"clone3"));
     }
 

@@ -18,7 +18,7 @@ const RET_K: u16 = 0x06;
 const RET_ALLOW: u32 = 0x7fff_0000;
 
 /// One program that decides as `filters` installed in this order would.
-pub fn stack(filters: &[&[sock_filter]]) -> Vec<sock_filter> {
+pub(crate) fn stack(filters: &[&[sock_filter]]) -> Vec<sock_filter> {
     let mut out: Vec<sock_filter> = Vec::new();
     // The most recently installed filter runs first.
     let mut order = filters.iter().rev().peekable();
@@ -47,7 +47,7 @@ pub fn stack(filters: &[&[sock_filter]]) -> Vec<sock_filter> {
 /// one runs, most recent first, and the strongest action wins (the first
 /// on a tie). For tests; `None` if a program cannot be run.
 #[cfg(test)]
-pub fn kernel_decision(filters: &[&[sock_filter]], data: &[u32; 16]) -> Option<u32> {
+pub(crate) fn kernel_decision(filters: &[&[sock_filter]], data: &[u32; 16]) -> Option<u32> {
     // SECCOMP_RET_ACTION_FULL, compared as signed: KILL_PROCESS is the
     // strongest, ALLOW the weakest.
     let strength = |ret: u32| (ret & 0xffff_0000) as i32;

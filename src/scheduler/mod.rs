@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use tokio::sync::oneshot;
 
-pub use state::Limits;
+pub(crate) use state::Limits;
 use state::{State, WaitKey};
 
 /// Request priority; higher runs first among waiters.

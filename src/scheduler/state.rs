@@ -14,11 +14,11 @@ pub struct Limits {
 }
 
 /// Waiters are served by priority, then arrival (`seq`).
-pub type WaitKey = (std::cmp::Reverse<Priority>, u64);
+pub(super) type WaitKey = (std::cmp::Reverse<Priority>, u64);
 
 /// The state behind the mutex; `T` is what a waiter is woken with.
 #[derive(Debug)]
-pub struct State<T> {
+pub(super) struct State<T> {
     pub limits: Limits,
     pub running: usize,
     pub group_running: BTreeMap<String, usize>,
@@ -28,7 +28,7 @@ pub struct State<T> {
 }
 
 impl<T> State<T> {
-    pub fn new(limits: Limits) -> Self {
+    pub(super) fn new(limits: Limits) -> Self {
         Self {
             limits,
             running: 0,
@@ -40,7 +40,7 @@ impl<T> State<T> {
     }
 
     /// Whether everything `demand` needs is free right now.
-    pub fn fits(&self, demand: &Demand) -> bool {
+    pub(super) fn fits(&self, demand: &Demand) -> bool {
         if self.running >= self.limits.global {
             return false;
         }
@@ -57,7 +57,7 @@ impl<T> State<T> {
     }
 
     /// Takes everything `demand` needs, all at once (call only when it fits).
-    pub fn take(&mut self, demand: &Demand) {
+    pub(super) fn take(&mut self, demand: &Demand) {
         self.running += 1;
         if let Some(group) = &demand.group {
             *self.group_running.entry(group.clone()).or_insert(0) += 1;
@@ -68,7 +68,7 @@ impl<T> State<T> {
     }
 
     /// Gives back everything `demand` held.
-    pub fn give_back(&mut self, demand: &Demand) {
+    pub(super) fn give_back(&mut self, demand: &Demand) {
         self.running = self.running.saturating_sub(1);
         if let Some(group) = &demand.group
             && let Some(count) = self.group_running.get_mut(group)
@@ -86,7 +86,7 @@ impl<T> State<T> {
     /// Starts every waiter that now fits, in priority then arrival order, and
     /// returns them. After this no waiter fits: the invariant that lets a
     /// newcomer that fits start at once without passing anyone who could run.
-    pub fn grant_ready(&mut self) -> Vec<(Demand, T)> {
+    pub(super) fn grant_ready(&mut self) -> Vec<(Demand, T)> {
         let mut granted = Vec::new();
         let keys: Vec<WaitKey> = self.waiting.keys().copied().collect();
         for key in keys {
@@ -103,7 +103,7 @@ impl<T> State<T> {
     }
 
     /// Queues a waiter; returns its key.
-    pub fn enqueue(&mut self, demand: Demand, payload: T) -> WaitKey {
+    pub(super) fn enqueue(&mut self, demand: Demand, payload: T) -> WaitKey {
         let key = (std::cmp::Reverse(demand.priority), self.next_seq);
         self.next_seq += 1;
         self.waiting.insert(key, (demand, payload));

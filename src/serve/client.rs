@@ -19,7 +19,7 @@ type OnLeave = Box<dyn FnOnce(ClientId) + Send>;
 
 /// One client: its id, how many sessions it may hold, and what happens
 /// when it leaves.
-pub struct ClientSeat {
+pub(crate) struct ClientSeat {
     id: ClientId,
     max_sessions: usize,
     on_leave: Mutex<Option<OnLeave>>,
@@ -37,7 +37,7 @@ impl std::fmt::Debug for ClientSeat {
 impl ClientSeat {
     /// The stdio client: it leaves with the server, whose shutdown kills
     /// every session anyway.
-    pub fn stdio(max_sessions: usize) -> Self {
+    pub(crate) fn stdio(max_sessions: usize) -> Self {
         Self {
             id: ClientId::STDIO,
             max_sessions,
@@ -46,7 +46,10 @@ impl ClientSeat {
     }
 
     /// A new client over HTTP; `on_leave` runs once, when the seat drops.
-    pub fn remote(max_sessions: usize, on_leave: impl FnOnce(ClientId) + Send + 'static) -> Self {
+    pub(crate) fn remote(
+        max_sessions: usize,
+        on_leave: impl FnOnce(ClientId) + Send + 'static,
+    ) -> Self {
         Self {
             id: ClientId(NEXT_CLIENT.fetch_add(1, Ordering::Relaxed)),
             max_sessions,
@@ -54,17 +57,17 @@ impl ClientSeat {
         }
     }
 
-    pub fn id(&self) -> ClientId {
+    pub(crate) fn id(&self) -> ClientId {
         self.id
     }
 
     /// `--max-sessions-per-client` (stdio: `--max-sessions`).
-    pub fn max_sessions(&self) -> usize {
+    pub(crate) fn max_sessions(&self) -> usize {
         self.max_sessions
     }
 
     /// Whether this is a client over the network (one MCP session).
-    pub fn is_remote(&self) -> bool {
+    pub(crate) fn is_remote(&self) -> bool {
         self.id != ClientId::STDIO
     }
 }

@@ -31,12 +31,12 @@ fn to_u64<E: de::Error>(n: Number) -> Result<u64, E> {
 }
 
 /// A required whole number.
-pub fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     to_u64(Number::deserialize(d)?)
 }
 
 /// An optional whole number (`null` = absent).
-pub fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(crate) fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     match Option::<Number>::deserialize(d)? {
         None => Ok(None),
         Some(n) => to_u64(n).map(Some),
@@ -44,7 +44,7 @@ pub fn opt_u64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error>
 }
 
 /// An optional whole number that fits a `usize`.
-pub fn opt_usize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+pub(crate) fn opt_usize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
     opt_u64(d)?
         .map(|v| usize::try_from(v).map_err(|_| de::Error::custom("number too large")))
         .transpose()

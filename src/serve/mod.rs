@@ -13,26 +13,26 @@
 //! itself is killed, a watchdog process kills what it started ([`watchdog`]),
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
-pub mod approval;
-pub mod args;
-pub mod client;
-pub mod lenient;
+pub(crate) mod approval;
+pub(crate) mod args;
+pub(crate) mod client;
+pub(crate) mod lenient;
 pub(crate) mod listen;
 pub(crate) mod mcp_http;
-pub mod orphans;
+pub(crate) mod orphans;
 pub(crate) mod python_runtime;
-pub mod reply;
+pub(crate) mod reply;
 pub mod sandboxd_grpc;
 pub(crate) mod sandboxd_rest;
-pub mod server;
-pub mod session;
-pub mod session_ports;
+pub(crate) mod server;
+pub(crate) mod session;
+pub(crate) mod session_ports;
 pub(crate) mod swerex;
-pub mod table;
-pub mod tool_params;
-pub mod tools;
-pub mod transport;
-pub mod watchdog;
+pub(crate) mod table;
+pub(crate) mod tool_params;
+pub(crate) mod tools;
+pub(crate) mod transport;
+pub(crate) mod watchdog;
 pub(crate) mod workspace;
 
 use std::sync::Arc;

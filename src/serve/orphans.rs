@@ -13,7 +13,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// The pid of the agent-reach process that made `tag` (`ar-<pid>-<n>-<t>`).
-pub fn owner_pid(tag: &str) -> Option<i32> {
+pub(crate) fn owner_pid(tag: &str) -> Option<i32> {
     tag.strip_prefix("ar-")?.split('-').next()?.parse().ok()
 }
 
@@ -25,7 +25,7 @@ fn is_alive(pid: i32) -> bool {
 
 /// Kills (SIGKILL) every process whose session tag names a dead owner.
 /// Returns the pids killed.
-pub fn sweep() -> Vec<i32> {
+pub(crate) fn sweep() -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut dead_owners: BTreeSet<i32> = BTreeSet::new();
     let mut live_owners: BTreeSet<i32> = BTreeSet::new();

@@ -8,7 +8,7 @@ use serde::Serialize;
 /// Why the wait of a call ended, as the reply names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ReplyState {
+pub(crate) enum ReplyState {
     /// The command ended; the reply carries its exit code.
     Exited,
     /// The yield ran out; the command keeps running as a session.
@@ -21,7 +21,7 @@ pub enum ReplyState {
 
 /// Everything a reply says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub wall_time_seconds: f64,
     pub exit_code: Option<i32>,
     pub session_id: Option<u64>,
@@ -41,12 +41,12 @@ pub struct Reply {
 
 impl Reply {
     /// The wall time as the reply spells it.
-    pub fn wall_time(elapsed: Duration) -> f64 {
+    pub(crate) fn wall_time(elapsed: Duration) -> f64 {
         (elapsed.as_secs_f64() * 10_000.0).round() / 10_000.0
     }
 
     /// The contract's text form.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut text = format!("Wall time: {:.4} seconds\n", self.wall_time_seconds);
         match (self.state, self.exit_code, self.session_id) {
             (ReplyState::Exited, code, _) => {
@@ -88,7 +88,7 @@ impl Reply {
     }
 
     /// The structured content: the same fields as a JSON object.
-    pub fn to_structured(&self) -> serde_json::Value {
+    pub(crate) fn to_structured(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
     }
 }

@@ -21,7 +21,7 @@ use crate::exit_code;
 
 /// How long a PTY must stay quiet before a wait for the terminal counts as
 /// a prompt waiting for an answer.
-pub const PROMPT_QUIET: Duration = Duration::from_millis(300);
+pub(crate) const PROMPT_QUIET: Duration = Duration::from_millis(300);
 /// How often a wait looks at `/proc` and sends progress.
 const TICK: Duration = Duration::from_millis(100);
 /// A running session with no output for this long is `idle`.
@@ -29,7 +29,7 @@ const IDLE_AFTER: Duration = Duration::from_secs(5);
 
 /// How a wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitOutcome {
+pub(crate) enum WaitOutcome {
     Exited,
     Matched,
     AwaitingInput,
@@ -39,7 +39,7 @@ pub enum WaitOutcome {
 
 impl WaitOutcome {
     /// The reply state for this outcome (a cancelled call still answers).
-    pub fn reply_state(self) -> ReplyState {
+    pub(crate) fn reply_state(self) -> ReplyState {
         match self {
             WaitOutcome::Exited => ReplyState::Exited,
             WaitOutcome::Matched => ReplyState::Matched,
@@ -52,7 +52,7 @@ impl WaitOutcome {
 /// A session's state for `list_sessions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SessionState {
+pub(crate) enum SessionState {
     /// Running and producing output (or being waited on).
     Active,
     /// Running, quiet for a while.
@@ -63,7 +63,7 @@ pub enum SessionState {
 
 /// A command the table keeps.
 #[derive(Debug)]
-pub struct CommandSession {
+pub(crate) struct CommandSession {
     pub exec: Execution,
     pub command: String,
     pub tty: bool,
@@ -82,7 +82,7 @@ impl Prunable for CommandSession {
 }
 
 impl CommandSession {
-    pub fn new(
+    pub(crate) fn new(
         exec: Execution,
         command: String,
         tty: bool,
@@ -101,7 +101,7 @@ impl CommandSession {
     }
 
     /// What the sandbox enforced, for a confined command.
-    pub fn attestation(&self) -> Option<crate::result::SandboxAttestation> {
+    pub(crate) fn attestation(&self) -> Option<crate::result::SandboxAttestation> {
         self.report
             .as_ref()
             .and_then(|r| crate::result::SandboxAttestation::read(r.path()))
@@ -109,24 +109,24 @@ impl CommandSession {
 
     /// True the first time only: the end of the command is counted once,
     /// however many calls see it.
-    pub fn first_to_count_end(&self) -> bool {
+    pub(crate) fn first_to_count_end(&self) -> bool {
         !self.end_counted.swap(true, Ordering::Relaxed)
     }
 
     /// Marks the session as used by a call now.
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         if let Ok(mut at) = self.last_call.lock() {
             *at = Instant::now();
         }
     }
 
     /// When a call last used the session.
-    pub fn last_call(&self) -> Instant {
+    pub(crate) fn last_call(&self) -> Instant {
         self.last_call.lock().map(|at| *at).unwrap_or(self.started)
     }
 
     /// Active, idle or exited, from the process and its last output.
-    pub fn state(&self) -> SessionState {
+    pub(crate) fn state(&self) -> SessionState {
         if self.exec.exit_info().is_some() {
             return SessionState::Exited;
         }
@@ -144,7 +144,7 @@ impl CommandSession {
 
     /// Waits until `until` or an earlier end; `on_tick` runs about every
     /// [`TICK`] (progress notifications).
-    pub async fn wait(
+    pub(crate) async fn wait(
         &self,
         until: Instant,
         wait_for: Option<&Regex>,
@@ -191,7 +191,7 @@ impl CommandSession {
 
 /// The exit code a reply gives for how a command ended: its own code, 124
 /// at the command timeout, 128+N when killed by signal N.
-pub fn exit_code_of(info: &ExitInfo) -> i32 {
+pub(crate) fn exit_code_of(info: &ExitInfo) -> i32 {
     if info.timed_out {
         return exit_code::TIMEOUT;
     }

@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::exec::procfs::ProcStat;
 
 /// A listening socket from `/proc/net/tcp{,6}`: its inode and port.
-pub fn parse_listening(table: &str) -> Vec<(u64, u16)> {
+pub(crate) fn parse_listening(table: &str) -> Vec<(u64, u16)> {
     const LISTEN: &str = "0A";
     table
         .lines()
@@ -32,7 +32,7 @@ pub fn parse_listening(table: &str) -> Vec<(u64, u16)> {
 }
 
 /// The socket inode of an fd link target like `socket:[12345]`.
-pub fn socket_inode(link: &Path) -> Option<u64> {
+pub(crate) fn socket_inode(link: &Path) -> Option<u64> {
     link.to_str()?
         .strip_prefix("socket:[")?
         .strip_suffix(']')?
@@ -43,7 +43,7 @@ pub fn socket_inode(link: &Path) -> Option<u64> {
 /// The pids in `stats` that belong to a command: descendants of `root` or
 /// members of its process group, plus `tagged` (found by environment tag,
 /// which catches daemons that double-forked away from both).
-pub fn family(stats: &[ProcStat], root: i32, tagged: &BTreeSet<i32>) -> BTreeSet<i32> {
+pub(crate) fn family(stats: &[ProcStat], root: i32, tagged: &BTreeSet<i32>) -> BTreeSet<i32> {
     let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     for s in stats {
         children.entry(s.ppid).or_default().push(s.pid);
@@ -65,7 +65,7 @@ pub fn family(stats: &[ProcStat], root: i32, tagged: &BTreeSet<i32>) -> BTreeSet
 }
 
 /// The TCP ports (v4 and v6) that any of `pids` listens on, sorted.
-pub fn listening_ports(pids: &BTreeSet<i32>) -> Vec<u16> {
+pub(crate) fn listening_ports(pids: &BTreeSet<i32>) -> Vec<u16> {
     let Some(first) = pids.first() else {
         return Vec::new();
     };

@@ -16,17 +16,17 @@ use std::fmt;
 use std::sync::Arc;
 
 /// How many of the most recently used sessions pruning never touches.
-pub const PROTECTED_RECENT: usize = 8;
+pub(crate) const PROTECTED_RECENT: usize = 8;
 /// How many ended sessions are remembered for "session N ended with ...".
 const ENDED_MEMORY: usize = 4096;
 
 /// Who started a session: the stdio client, or one MCP session over HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClientId(pub u64);
+pub(crate) struct ClientId(pub u64);
 
 impl ClientId {
     /// The one client of `serve` on stdio.
-    pub const STDIO: ClientId = ClientId(0);
+    pub(crate) const STDIO: ClientId = ClientId(0);
 }
 
 impl fmt::Display for ClientId {
@@ -40,17 +40,17 @@ impl fmt::Display for ClientId {
 }
 
 /// Sessions pruned to make room, for the caller to kill.
-pub type Pruned<S> = Vec<(u64, Arc<S>)>;
+pub(crate) type Pruned<S> = Vec<(u64, Arc<S>)>;
 
 /// What the table needs to know about a session to prune it.
-pub trait Prunable {
+pub(crate) trait Prunable {
     /// The process is gone (its output may not have been taken yet).
     fn has_exited(&self) -> bool;
 }
 
 /// What became of an id, as its owner sees it.
 #[derive(Debug)]
-pub enum Lookup<S> {
+pub(crate) enum Lookup<S> {
     Live(Arc<S>),
     /// The session ended; the text says how ("ended with code 0").
     Ended(String),
@@ -64,7 +64,7 @@ pub enum Lookup<S> {
 #[error(
     "the server holds its limit of {max} sessions (--max-sessions), none of them this client's to make room with; try again when other clients' sessions end"
 )]
-pub struct TableFull {
+pub(crate) struct TableFull {
     pub max: usize,
 }
 
@@ -77,7 +77,7 @@ struct Slot<S> {
 
 /// The live sessions and the memory of ended ones.
 #[derive(Debug)]
-pub struct SessionTable<S> {
+pub(crate) struct SessionTable<S> {
     max: usize,
     next_id: u64,
     clock: u64,
@@ -89,7 +89,7 @@ pub struct SessionTable<S> {
 
 impl<S: Prunable> SessionTable<S> {
     /// A table holding at most `max` sessions of all clients (at least 1).
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         Self {
             max: max.max(1),
             next_id: 1,
@@ -101,22 +101,12 @@ impl<S: Prunable> SessionTable<S> {
         }
     }
 
-    /// The bound on the whole table (`--max-sessions`).
-    pub fn max(&self) -> usize {
-        self.max
-    }
-
-    /// The id the next inserted session will get.
-    pub fn peek_next_id(&self) -> u64 {
-        self.next_id
-    }
-
     /// Adds a session of `owner`, who may hold at most `owner_max`; returns
     /// its id and the sessions of `owner` pruned to make room (removed from
     /// the table: the caller must kill them). Other clients' sessions are
     /// never pruned: when the table is full and `owner` holds none, the
     /// session is refused.
-    pub fn insert(
+    pub(crate) fn insert(
         &mut self,
         owner: ClientId,
         session: Arc<S>,
@@ -177,7 +167,7 @@ impl<S: Prunable> SessionTable<S> {
     }
 
     /// Finds a session of `owner` and marks it as just used.
-    pub fn get(&mut self, owner: ClientId, id: u64) -> Lookup<S> {
+    pub(crate) fn get(&mut self, owner: ClientId, id: u64) -> Lookup<S> {
         self.clock += 1;
         if let Some(slot) = self.live.get_mut(&id) {
             if slot.owner != owner {
@@ -194,14 +184,14 @@ impl<S: Prunable> SessionTable<S> {
 
     /// Removes a live session and remembers how it ended. Returns it, or
     /// `None` when another call removed it first.
-    pub fn end(&mut self, id: u64, how: String) -> Option<Arc<S>> {
+    pub(crate) fn end(&mut self, id: u64, how: String) -> Option<Arc<S>> {
         let slot = self.live.remove(&id)?;
         self.remember(slot.owner, id, how);
         Some(slot.session)
     }
 
     /// Remembers how a session of `owner` that is no longer live ended.
-    pub fn remember(&mut self, owner: ClientId, id: u64, how: String) {
+    pub(crate) fn remember(&mut self, owner: ClientId, id: u64, how: String) {
         if self.ended.insert(id, (owner, how)).is_none() {
             self.ended_order.push_back(id);
         }
@@ -213,7 +203,7 @@ impl<S: Prunable> SessionTable<S> {
     }
 
     /// The live sessions of `owner`, by id.
-    pub fn live_of(&self, owner: ClientId) -> Vec<(u64, Arc<S>)> {
+    pub(crate) fn live_of(&self, owner: ClientId) -> Vec<(u64, Arc<S>)> {
         self.live
             .iter()
             .filter(|(_, s)| s.owner == owner)
@@ -222,17 +212,12 @@ impl<S: Prunable> SessionTable<S> {
     }
 
     /// How many sessions live, of every client.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.live.len()
     }
 
-    /// Whether no session lives.
-    pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
-    }
-
     /// How many sessions each client holds (clients holding none left out).
-    pub fn count_by_owner(&self) -> BTreeMap<ClientId, usize> {
+    pub(crate) fn count_by_owner(&self) -> BTreeMap<ClientId, usize> {
         let mut counts = BTreeMap::new();
         for slot in self.live.values() {
             *counts.entry(slot.owner).or_insert(0) += 1;
@@ -241,7 +226,7 @@ impl<S: Prunable> SessionTable<S> {
     }
 
     /// Removes every live session (for shutdown).
-    pub fn drain(&mut self) -> Vec<(u64, Arc<S>)> {
+    pub(crate) fn drain(&mut self) -> Vec<(u64, Arc<S>)> {
         self.notes.clear();
         std::mem::take(&mut self.live)
             .into_iter()
@@ -251,7 +236,7 @@ impl<S: Prunable> SessionTable<S> {
 
     /// Removes every live session of `owner` and forgets its notes and
     /// ended sessions (the client is gone).
-    pub fn drain_owner(&mut self, owner: ClientId) -> Vec<(u64, Arc<S>)> {
+    pub(crate) fn drain_owner(&mut self, owner: ClientId) -> Vec<(u64, Arc<S>)> {
         self.notes.remove(&owner);
         self.ended.retain(|_, (o, _)| *o != owner);
         let ended = &self.ended;
@@ -266,12 +251,12 @@ impl<S: Prunable> SessionTable<S> {
     }
 
     /// Queues a note for `owner`'s next reply.
-    pub fn note(&mut self, owner: ClientId, note: String) {
+    pub(crate) fn note(&mut self, owner: ClientId, note: String) {
         self.notes.entry(owner).or_default().push(note);
     }
 
     /// The notes of `owner` not yet given to any reply.
-    pub fn take_notes(&mut self, owner: ClientId) -> Vec<String> {
+    pub(crate) fn take_notes(&mut self, owner: ClientId) -> Vec<String> {
         self.notes.remove(&owner).unwrap_or_default()
     }
 }
@@ -322,7 +307,6 @@ mod tests {
         assert!(t.end(1, "again".into()).is_none());
         assert!(matches!(t.get(A, 1), Lookup::Ended(s) if s == "ended with code 0"));
         assert!(matches!(t.get(A, 99), Lookup::Unknown));
-        assert_eq!(t.peek_next_id(), 3);
     }
 
     #[test]

@@ -14,26 +14,26 @@ use serde::Deserialize;
 use super::lenient;
 
 /// `exec_command`'s yield when none is given.
-pub const EXEC_YIELD_DEFAULT_MS: u64 = 10_000;
+pub(crate) const EXEC_YIELD_DEFAULT_MS: u64 = 10_000;
 /// Bounds of `exec_command`'s yield.
-pub const EXEC_YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
+pub(crate) const EXEC_YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
 /// `write_stdin`'s yield after a write.
-pub const WRITE_YIELD_DEFAULT_MS: u64 = 250;
+pub(crate) const WRITE_YIELD_DEFAULT_MS: u64 = 250;
 /// Bounds of `write_stdin`'s yield after a write.
-pub const WRITE_YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
+pub(crate) const WRITE_YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
 /// `write_stdin`'s yield for an empty poll.
-pub const POLL_YIELD_DEFAULT_MS: u64 = 5_000;
+pub(crate) const POLL_YIELD_DEFAULT_MS: u64 = 5_000;
 /// Bounds of `write_stdin`'s yield for an empty poll.
-pub const POLL_YIELD_RANGE_MS: (u64, u64) = (5_000, 300_000);
+pub(crate) const POLL_YIELD_RANGE_MS: (u64, u64) = (5_000, 300_000);
 /// How much output a reply carries when the caller does not say.
-pub const MAX_OUTPUT_TOKENS_DEFAULT: usize = crate::plan::DEFAULT_MAX_OUTPUT_TOKENS;
+pub(crate) const MAX_OUTPUT_TOKENS_DEFAULT: usize = crate::plan::DEFAULT_MAX_OUTPUT_TOKENS;
 /// The shell when neither the argument nor `$SHELL` names one.
-pub const FALLBACK_SHELL: &str = "/bin/bash";
+pub(crate) const FALLBACK_SHELL: &str = "/bin/bash";
 
 /// Arguments of `exec_command`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExecCommandParams {
+pub(crate) struct ExecCommandParams {
     /// The shell command line to run, e.g. `cargo test` or `npm run dev`.
     pub cmd: String,
     /// Working directory; relative paths are taken from the server root. Default: the server root.
@@ -71,7 +71,7 @@ pub struct ExecCommandParams {
 /// Arguments of `write_stdin`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WriteStdinParams {
+pub(crate) struct WriteStdinParams {
     /// The session to write to, from a reply's `session_id`.
     #[serde(deserialize_with = "lenient::u64")]
     #[schemars(with = "u64")]
@@ -95,7 +95,7 @@ pub struct WriteStdinParams {
 /// Arguments of `kill_session`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct KillSessionParams {
+pub(crate) struct KillSessionParams {
     /// The session to end.
     #[serde(deserialize_with = "lenient::u64")]
     #[schemars(with = "u64")]
@@ -105,7 +105,7 @@ pub struct KillSessionParams {
 /// Arguments of `apply_patch`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ApplyPatchParams {
+pub(crate) struct ApplyPatchParams {
     /// The whole patch, from `*** Begin Patch` to `*** End Patch`.
     pub input: String,
     /// The directory the patch's relative paths start from (default: the server root).
@@ -116,11 +116,11 @@ pub struct ApplyPatchParams {
 /// `list_sessions` takes nothing.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoParams {}
+pub(crate) struct NoParams {}
 
 /// A bad argument, said in one line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParamError {
+pub(crate) enum ParamError {
     #[error("cmd is empty: give the shell command line to run")]
     EmptyCommand,
     #[error("wait_for {pattern:?} is not a valid regex: {reason}")]
@@ -133,7 +133,7 @@ pub enum ParamError {
 
 /// A validated `exec_command`.
 #[derive(Debug, Clone)]
-pub struct ExecRequest {
+pub(crate) struct ExecRequest {
     pub argv: Vec<String>,
     pub cmd: String,
     pub workdir: PathBuf,
@@ -147,7 +147,7 @@ pub struct ExecRequest {
 
 /// A validated `write_stdin`.
 #[derive(Debug, Clone)]
-pub struct PollRequest {
+pub(crate) struct PollRequest {
     pub session_id: u64,
     pub chars: String,
     pub yield_time: Duration,
@@ -157,7 +157,7 @@ pub struct PollRequest {
 
 /// Applies defaults and clamps to `exec_command`'s arguments.
 /// `env_shell` is the server's `$SHELL`; `root` the server's `--root`.
-pub fn exec_request(
+pub(crate) fn exec_request(
     params: ExecCommandParams,
     env_shell: Option<&str>,
     root: &Path,
@@ -202,7 +202,7 @@ pub fn exec_request(
 
 /// Applies defaults and clamps to `write_stdin`'s arguments: a write and an
 /// empty poll have different yields, as the contract says.
-pub fn poll_request(params: WriteStdinParams) -> Result<PollRequest, ParamError> {
+pub(crate) fn poll_request(params: WriteStdinParams) -> Result<PollRequest, ParamError> {
     let chars = params.chars.unwrap_or_default();
     let yield_time = if chars.is_empty() {
         clamp_ms(
@@ -227,7 +227,7 @@ pub fn poll_request(params: WriteStdinParams) -> Result<PollRequest, ParamError>
 }
 
 /// `workdir` taken from `root` when relative; `root` when absent.
-pub fn resolve_workdir(workdir: Option<&str>, root: &Path) -> PathBuf {
+pub(crate) fn resolve_workdir(workdir: Option<&str>, root: &Path) -> PathBuf {
     match workdir.filter(|w| !w.is_empty()) {
         Some(w) => root.join(w),
         None => root.to_path_buf(),

@@ -16,13 +16,13 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// The protocol's reading half.
-pub type ProtocolReader = Box<dyn AsyncRead + Send + Unpin>;
+pub(crate) type ProtocolReader = Box<dyn AsyncRead + Send + Unpin>;
 /// The protocol's writing half.
-pub type ProtocolWriter = Box<dyn AsyncWrite + Send + Unpin>;
+pub(crate) type ProtocolWriter = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// Takes stdin and stdout for the protocol; afterwards fd 1 is stderr.
 /// Must run inside the tokio runtime.
-pub fn take_stdio() -> io::Result<(ProtocolReader, ProtocolWriter)> {
+pub(crate) fn take_stdio() -> io::Result<(ProtocolReader, ProtocolWriter)> {
     let protocol_out: OwnedFd = io::stdout().as_fd().try_clone_to_owned()?;
     nix::unistd::dup2_stdout(io::stderr().as_fd()).map_err(io::Error::from)?;
     let reader: ProtocolReader = match reopen_fifo(io::stdin().as_raw_fd(), false) {

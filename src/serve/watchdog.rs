@@ -27,7 +27,7 @@ const SWEEP_FOR: Duration = Duration::from_secs(2);
 
 /// Held by the server: dropping it (or dying) wakes the watchdog.
 #[derive(Debug)]
-pub struct WatchdogGuard {
+pub(crate) struct WatchdogGuard {
     _write_end: OwnedFd,
     /// Keeps the engine from taking the watchdog for an orphan of a command
     /// (it kills and reaps those).
@@ -35,7 +35,7 @@ pub struct WatchdogGuard {
 }
 
 /// Forks the watchdog. Must be called while the process has one thread.
-pub fn start(path_dir: &Path) -> std::io::Result<WatchdogGuard> {
+pub(crate) fn start(path_dir: &Path) -> std::io::Result<WatchdogGuard> {
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     let server = std::process::id() as i32;
     // SAFETY: called before any thread exists (serve::main runs it before the

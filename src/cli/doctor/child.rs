@@ -14,7 +14,7 @@ use nix::unistd::{ForkResult, fork, pipe};
 
 /// What the child reported: its own verdict and the line it wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChildReport {
+pub(super) struct ChildReport {
     /// The child's `Ok`/`Err` (its exit status 0 or not).
     pub ok: bool,
     /// The line it wrote (or why no line came back).
@@ -22,7 +22,7 @@ pub struct ChildReport {
 }
 
 /// Runs `probe` in a forked child; its `Ok`/`Err` string comes back.
-pub fn in_child(probe: impl FnOnce() -> Result<String, String>) -> ChildReport {
+pub(super) fn in_child(probe: impl FnOnce() -> Result<String, String>) -> ChildReport {
     let (reader, writer) = match pipe() {
         Ok(ends) => ends,
         Err(err) => return failed(format!("cannot make a pipe for the probe: {err}")),

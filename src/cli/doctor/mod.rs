@@ -14,8 +14,8 @@
 
 #[cfg(target_os = "linux")]
 mod child;
-pub mod probes;
-pub mod sandbox_run;
+pub(crate) mod probes;
+pub(crate) mod sandbox_run;
 
 use serde::Serialize;
 
@@ -28,7 +28,7 @@ use sandbox_run::{SandboxState, SandboxVerdict};
 
 /// `doctor` arguments.
 #[derive(Debug, clap::Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -40,7 +40,7 @@ pub struct DoctorArgs {
 /// How processes a command left behind are found and killed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum EscapeeKill {
+pub(crate) enum EscapeeKill {
     /// A cgroup per command: everything in it is killed at once.
     Cgroup,
     /// The subreaper: orphans come back to agent-reach, found by their tag.
@@ -51,7 +51,7 @@ pub enum EscapeeKill {
 
 /// What the probes mean for the user.
 #[derive(Debug, Clone, Serialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// What `run --sandbox` (and a config's sandbox) gets.
     pub sandbox: SandboxVerdict,
     /// How escapees are killed.
@@ -66,7 +66,7 @@ pub struct Verdict {
 
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub version: &'static str,
     pub landlock_abi: Option<u32>,
     pub cores: usize,
@@ -79,7 +79,7 @@ pub struct Report {
 
 /// What a registry asks of the machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Needs {
+pub(crate) struct Needs {
     /// A confining sandbox, strictly (no `best_effort`): who asks for it.
     pub sandbox: Option<String>,
     /// A PTY: the interactive tool that asks for it.
@@ -88,7 +88,7 @@ pub struct Needs {
 
 impl Needs {
     /// The needs of `registry`.
-    pub fn of(registry: &Registry) -> Self {
+    pub(crate) fn of(registry: &Registry) -> Self {
         let confines =
             |policy: &crate::sandbox::Policy| *policy != crate::sandbox::Policy::DangerFullAccess;
         let settings = &registry.settings.sandbox;
@@ -112,7 +112,7 @@ impl Needs {
 }
 
 /// Runs every probe and prints the report.
-pub fn main(args: DoctorArgs, ctx: &ProcessContext) -> i32 {
+pub(crate) fn main(args: DoctorArgs, ctx: &ProcessContext) -> i32 {
     let needs = match needs(&args.registry, ctx) {
         Ok(needs) => needs,
         Err(message) => {
@@ -155,7 +155,7 @@ fn needs(args: &RegistryArgs, ctx: &ProcessContext) -> Result<Needs, String> {
 }
 
 /// Probes this machine; `needs` marks the probes that decide the verdict.
-pub fn probe_all(ctx: &ProcessContext, needs: &Needs) -> Report {
+pub(crate) fn probe_all(ctx: &ProcessContext, needs: &Needs) -> Report {
     let home = ctx.agent_reach_home();
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let mut probes = vec![

@@ -15,7 +15,7 @@ use crate::path_guard::PathGuard;
 
 /// One probed feature.
 #[derive(Debug, Clone, Serialize)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// Short stable name.
     pub name: &'static str,
     /// Whether the feature is usable.
@@ -28,7 +28,7 @@ pub struct Probe {
 }
 
 /// A probe from its result; not needed until the configuration says so.
-pub fn probe(name: &'static str, result: Result<String, String>) -> Probe {
+pub(crate) fn probe(name: &'static str, result: Result<String, String>) -> Probe {
     let (ok, detail) = match result {
         Ok(detail) => (true, detail),
         Err(detail) => (false, detail),
@@ -43,7 +43,7 @@ pub fn probe(name: &'static str, result: Result<String, String>) -> Probe {
 
 /// The session PATH directory, made with its links and removed again, by
 /// the same code `run`, `exec`, `serve` and `shell` use.
-pub fn path_dir(home: &Path, exe: &Path) -> Probe {
+pub(crate) fn path_dir(home: &Path, exe: &Path) -> Probe {
     let result = match PathGuard::create(home, exe) {
         Ok(guard) => {
             let dir = guard.dir().to_path_buf();
@@ -66,7 +66,7 @@ pub fn path_dir(home: &Path, exe: &Path) -> Probe {
 
 /// The Landlock ABI the kernel offers, if any (`None`: why not).
 #[cfg(target_os = "linux")]
-pub fn landlock_abi() -> Result<u32, String> {
+pub(crate) fn landlock_abi() -> Result<u32, String> {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: with a null attribute pointer, size 0 and the VERSION flag this
     // syscall only returns the ABI number; it creates nothing.
@@ -94,7 +94,7 @@ pub fn landlock_abi() -> Result<u32, String> {
 
 /// A Landlock ruleset handling every file access right, applied in a child.
 #[cfg(target_os = "linux")]
-pub fn landlock() -> Probe {
+pub(crate) fn landlock() -> Probe {
     use landlock::{
         ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus,
     };
@@ -130,7 +130,7 @@ pub fn landlock() -> Probe {
 /// The sandbox's own network filter, installed in a child, which then
 /// tries to open an internet socket and must be refused.
 #[cfg(target_os = "linux")]
-pub fn seccomp() -> Probe {
+pub(crate) fn seccomp() -> Probe {
     use crate::sandbox::{Network, seccomp_rules};
     let report = super::child::in_child(|| {
         nix::sys::prctl::set_no_new_privs().map_err(|err| format!("no_new_privs: {err}"))?;
@@ -162,7 +162,7 @@ pub fn seccomp() -> Probe {
 
 /// A pseudo-terminal opened and closed, as `--tty` and sessions open one.
 #[cfg(target_os = "linux")]
-pub fn pty() -> Probe {
+pub(crate) fn pty() -> Probe {
     match nix::pty::openpty(None, None) {
         Ok(pty) => {
             let name = nix::unistd::ttyname(&pty.slave)
@@ -180,7 +180,7 @@ pub fn pty() -> Probe {
 /// `unshare(CLONE_NEWUSER)` in a child: what the sandbox's read-only mount
 /// layer needs when not root.
 #[cfg(target_os = "linux")]
-pub fn user_namespaces() -> Probe {
+pub(crate) fn user_namespaces() -> Probe {
     let report = super::child::in_child(|| {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER)
             .map(|()| "a child made a user namespace (unshare CLONE_NEWUSER)".to_owned())
@@ -201,7 +201,7 @@ pub fn user_namespaces() -> Probe {
 }
 
 /// The descriptor limit: each session holds several.
-pub fn open_files() -> Probe {
+pub(crate) fn open_files() -> Probe {
     match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
         Ok((soft, hard)) if soft >= 1024 => probe(
             "open_files",
@@ -219,7 +219,7 @@ pub fn open_files() -> Probe {
 
 /// A cgroup made and removed where the engine makes them.
 #[cfg(target_os = "linux")]
-pub fn cgroup() -> Probe {
+pub(crate) fn cgroup() -> Probe {
     use crate::exec::cgroup::{CgroupGuard, own_cgroup_dir};
     // Where the engine looks: /sys/fs/cgroup, or its unified part on a
     // hybrid hierarchy, or any cgroup2 mount.
@@ -249,7 +249,7 @@ pub fn cgroup() -> Probe {
 
 /// `PR_SET_CHILD_SUBREAPER` set in a child.
 #[cfg(target_os = "linux")]
-pub fn subreaper() -> Probe {
+pub(crate) fn subreaper() -> Probe {
     let report = super::child::in_child(|| {
         nix::sys::prctl::set_child_subreaper(true)
             .map(|()| "a child became a subreaper (PR_SET_CHILD_SUBREAPER)".to_owned())
@@ -267,7 +267,7 @@ pub fn subreaper() -> Probe {
 
 /// The usual port of each listener protocol, bound on every interface (as
 /// `serve --listen PROTOCOL=:PORT` would) and closed again.
-pub fn ports() -> Vec<PortProbe> {
+pub(crate) fn ports() -> Vec<PortProbe> {
     USUAL_PORTS
         .iter()
         .map(|&(protocol, port)| {
@@ -286,7 +286,7 @@ pub fn ports() -> Vec<PortProbe> {
 }
 
 /// The `serve --listen` protocols and their usual ports (the contract's table).
-pub const USUAL_PORTS: &[(&str, u16)] = &[
+pub(crate) const USUAL_PORTS: &[(&str, u16)] = &[
     ("mcp", 8765),
     ("sandboxd-grpc", 9090),
     ("sandboxd-rest", 8080),
@@ -296,7 +296,7 @@ pub const USUAL_PORTS: &[(&str, u16)] = &[
 
 /// Whether one usual listener port can be bound.
 #[derive(Debug, Clone, Serialize)]
-pub struct PortProbe {
+pub(crate) struct PortProbe {
     pub protocol: &'static str,
     pub port: u16,
     pub free: bool,

@@ -17,7 +17,7 @@ use crate::result::SandboxAttestation;
 /// How much of a sandbox `run --sandbox` gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SandboxState {
+pub(crate) enum SandboxState {
     /// Files and network both enforced.
     Full,
     /// Only with `--best-effort`, or part of the rules.
@@ -28,7 +28,7 @@ pub enum SandboxState {
 
 /// The verdict and why.
 #[derive(Debug, Clone, Serialize)]
-pub struct SandboxVerdict {
+pub(crate) struct SandboxVerdict {
     pub state: SandboxState,
     pub detail: String,
     /// The attestation of the start that worked.
@@ -37,7 +37,7 @@ pub struct SandboxVerdict {
 
 /// Starts the sandbox personality of `exe` on `exe --version`, its report
 /// in a directory under `<home>/tmp`, where `run --sandbox` makes its own.
-pub fn probe(exe: &Path, home: &Path) -> SandboxVerdict {
+pub(crate) fn probe(exe: &Path, home: &Path) -> SandboxVerdict {
     let parent = home.join("tmp");
     let made = std::fs::create_dir_all(&parent).and_then(|()| {
         tempfile::Builder::new()

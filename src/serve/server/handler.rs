@@ -19,7 +19,7 @@ use crate::result::Status;
 use crate::serve::tools;
 
 /// The MCP resource with the metrics (the registry's [`Metrics::to_json`]).
-pub const METRICS_URI: &str = "agent-reach://metrics";
+pub(crate) const METRICS_URI: &str = "agent-reach://metrics";
 
 const INSTRUCTIONS: &str = "agent-reach runs commands for you. exec_command runs a shell command line and returns when it ends or its yield runs out (then it goes on as a session you poll or type into with write_stdin). Run servers in the foreground with wait_for; use tty for anything interactive. apply_patch edits files all or nothing.";
 

@@ -11,8 +11,6 @@
 mod handler;
 mod waiting;
 
-pub use handler::METRICS_URI;
-
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -36,7 +34,7 @@ use crate::result::Status;
 
 /// What the server needs from its start: where commands run, with what.
 #[derive(Debug, Clone)]
-pub struct ServeConfig {
+pub(crate) struct ServeConfig {
     /// `--root`: the default working directory.
     pub root: PathBuf,
     /// Our environment (`$SHELL` for `exec_command`).
@@ -48,7 +46,7 @@ pub struct ServeConfig {
 /// The MCP server; cheap to clone. Every client shares one table; each
 /// handler serves one client ([`ClientSeat`]) and sees only its sessions.
 #[derive(Clone)]
-pub struct AgentReachServer {
+pub(crate) struct AgentReachServer {
     pub(super) inner: Arc<Inner>,
     pub(super) client: Arc<ClientSeat>,
 }
@@ -97,7 +95,7 @@ impl AgentReachServer {
     /// A server with the built-in tools and the registry's. The shell
     /// tools are listed only where the policy allows raw commands. Every
     /// tool is counted in the dispatcher's [`Metrics`].
-    pub fn new(config: ServeConfig, dispatcher: Arc<Dispatcher>) -> Self {
+    pub(crate) fn new(config: ServeConfig, dispatcher: Arc<Dispatcher>) -> Self {
         let metrics = dispatcher.metrics();
         let table = Mutex::new(SessionTable::new(config.max_sessions));
         let stdio = Arc::new(ClientSeat::stdio(config.max_sessions));
@@ -175,7 +173,7 @@ impl AgentReachServer {
 
     /// Kills every session (escapees included) and waits for them, bounded
     /// by the engine's grace and drain. Called on stdin EOF and signals.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let sessions = self.table().drain();
         let mut kills = tokio::task::JoinSet::new();
         for (id, s) in sessions {
@@ -200,13 +198,8 @@ impl AgentReachServer {
         &self.inner.config.env
     }
 
-    /// The number of live sessions, of every client.
-    pub fn live_sessions(&self) -> usize {
-        self.table().len()
-    }
-
     /// The metrics every tool is counted in.
-    pub fn metrics(&self) -> Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> Arc<Metrics> {
         self.inner.metrics.clone()
     }
 

@@ -7,22 +7,22 @@ mod apply_patch;
 mod exec_command;
 mod kill_session;
 mod list_sessions;
-pub mod registry;
+pub(crate) mod registry;
 mod write_stdin;
 
 use std::sync::Arc;
 
 use rmcp::model::Tool;
 
-pub const EXEC_COMMAND: &str = "exec_command";
-pub const WRITE_STDIN: &str = "write_stdin";
-pub const LIST_SESSIONS: &str = "list_sessions";
-pub const KILL_SESSION: &str = "kill_session";
-pub const APPLY_PATCH: &str = "apply_patch";
+pub(crate) const EXEC_COMMAND: &str = "exec_command";
+pub(crate) const WRITE_STDIN: &str = "write_stdin";
+pub(crate) const LIST_SESSIONS: &str = "list_sessions";
+pub(crate) const KILL_SESSION: &str = "kill_session";
+pub(crate) const APPLY_PATCH: &str = "apply_patch";
 /// The shell tools: raw commands, served only where the policy allows them.
-pub const SHELL_TOOLS: [&str; 4] = [EXEC_COMMAND, WRITE_STDIN, LIST_SESSIONS, KILL_SESSION];
+pub(crate) const SHELL_TOOLS: [&str; 4] = [EXEC_COMMAND, WRITE_STDIN, LIST_SESSIONS, KILL_SESSION];
 /// The built-in tools' names; a registry tool cannot take one of them.
-pub const BUILTIN_NAMES: [&str; 5] = [
+pub(crate) const BUILTIN_NAMES: [&str; 5] = [
     EXEC_COMMAND,
     WRITE_STDIN,
     LIST_SESSIONS,
@@ -31,7 +31,7 @@ pub const BUILTIN_NAMES: [&str; 5] = [
 ];
 
 /// The built-in tools, in the order they are listed.
-pub fn builtin_tools() -> Vec<Tool> {
+pub(crate) fn builtin_tools() -> Vec<Tool> {
     vec![
         exec_command::tool(),
         write_stdin::tool(),
@@ -42,7 +42,7 @@ pub fn builtin_tools() -> Vec<Tool> {
 }
 
 /// A tool from a name, a description and a raw JSON schema object.
-pub fn raw_tool(
+pub(crate) fn raw_tool(
     name: String,
     description: String,
     schema: serde_json::Map<String, serde_json::Value>,

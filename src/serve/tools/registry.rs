@@ -24,7 +24,7 @@ use crate::result::Status;
 const REQUEST_FIELDS: [&str; 2] = ["approve", "max_output_tokens"];
 
 /// The registry tools served over MCP.
-pub struct RegistryTools {
+pub(crate) struct RegistryTools {
     dispatcher: Arc<Dispatcher>,
     tools: Vec<Tool>,
 }
@@ -32,7 +32,7 @@ pub struct RegistryTools {
 impl RegistryTools {
     /// The available tools of the dispatcher's registry, minus those whose
     /// names are in `taken`.
-    pub fn new(dispatcher: Arc<Dispatcher>, taken: &[&str]) -> Self {
+    pub(crate) fn new(dispatcher: Arc<Dispatcher>, taken: &[&str]) -> Self {
         let mut tools = Vec::new();
         for spec in dispatcher.registry().tools() {
             if taken.contains(&spec.name()) {
@@ -56,24 +56,19 @@ impl RegistryTools {
         Self { dispatcher, tools }
     }
 
-    /// `text` with every secret the registry knows replaced (for logs).
-    pub fn redact(&self, text: &str) -> String {
-        self.dispatcher.redact(text)
-    }
-
     /// The MCP tool definitions.
-    pub fn tools(&self) -> &[Tool] {
+    pub(crate) fn tools(&self) -> &[Tool] {
         &self.tools
     }
 
     /// Whether `name` is one of them.
-    pub fn serves(&self, name: &str) -> bool {
+    pub(crate) fn serves(&self, name: &str) -> bool {
         self.tools.iter().any(|t| t.name == name)
     }
 
     /// Runs one call; the result is the normalized JSON, as text and as
     /// structured content. Refusals and agent-reach failures are tool errors.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         name: &str,
         args: Option<Map<String, Value>>,
