@@ -12,16 +12,16 @@ use std::path::Path;
 
 use crate::context::{DEPTH_VAR, ProcessContext};
 use crate::exit_code;
-pub use crate::personality::{PERSONALITY_NAMES, Personality, RUN_AS_PREFIX, SERVICE_NAMES};
+pub(crate) use crate::personality::{PERSONALITY_NAMES, Personality, RUN_AS_PREFIX, SERVICE_NAMES};
 
 /// How many agent-reach personalities may be nested in one process tree
 /// before a start is refused as a re-exec loop. Real use nests a handful
 /// (serve, a shell, a sandbox, a nested sandbox, apply_patch).
-pub const MAX_DEPTH: u32 = 32;
+pub(crate) const MAX_DEPTH: u32 = 32;
 
 /// The personality for the name the binary was started under. Anything not in
 /// the table, including a name that is not valid UTF-8, is the CLI.
-pub fn personality_for_argv0(argv0: &OsStr) -> Personality {
+pub(crate) fn personality_for_argv0(argv0: &OsStr) -> Personality {
     let Some(file_name) = Path::new(argv0).file_name().and_then(OsStr::to_str) else {
         return Personality::Cli;
     };
@@ -29,7 +29,7 @@ pub fn personality_for_argv0(argv0: &OsStr) -> Personality {
 }
 
 /// The personality a table name stands for, if any.
-pub fn personality_for_name(name: &str) -> Option<Personality> {
+pub(crate) fn personality_for_name(name: &str) -> Option<Personality> {
     PERSONALITY_NAMES
         .iter()
         .chain(SERVICE_NAMES)
@@ -51,13 +51,15 @@ fn strip_exe_suffix(name: &str) -> &str {
 #[error(
     "unknown personality {name:?} in {RUN_AS_PREFIX}{name}; known: apply_patch, applypatch, agent-reach-sandbox, agent-reach-exec, swerex-remote, agent-reach"
 )]
-pub struct UnknownPersonality {
+pub(crate) struct UnknownPersonality {
     /// The name given after `--agent-reach-run-as=`.
     pub name: String,
 }
 
 /// Splits a full argv into the personality and the arguments it gets.
-pub fn choose(mut argv: Vec<OsString>) -> Result<(Personality, Vec<OsString>), UnknownPersonality> {
+pub(crate) fn choose(
+    mut argv: Vec<OsString>,
+) -> Result<(Personality, Vec<OsString>), UnknownPersonality> {
     let argv0 = if argv.is_empty() {
         OsString::new()
     } else {
@@ -95,7 +97,7 @@ pub fn process_main() -> i32 {
 }
 
 /// Dispatch: picks the personality and runs it to its exit code.
-pub fn main() -> i32 {
+pub(crate) fn main() -> i32 {
     let (personality, args) = match choose(std::env::args_os().collect()) {
         Ok(chosen) => chosen,
         Err(err) => {
@@ -122,7 +124,7 @@ pub fn main() -> i32 {
 }
 
 /// Runs one personality to its exit code.
-pub fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
+pub(crate) fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
     match personality {
         Personality::ApplyPatch => crate::apply_patch::command::main(&ctx),
         Personality::Sandbox => crate::sandbox::command::main(&ctx),

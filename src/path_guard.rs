@@ -110,7 +110,7 @@ impl Drop for PathGuard {
 }
 
 /// Where session PATH directories live for a given agent-reach home.
-pub fn path_root(home: &Path) -> PathBuf {
+pub(crate) fn path_root(home: &Path) -> PathBuf {
     home.join("tmp").join("path")
 }
 
@@ -154,7 +154,7 @@ fn lock_file(path: &Path, create: bool) -> Result<Flock<File>, PathGuardError> {
 
 /// Removes every directory under `parent` whose lock is free, and leaves those
 /// whose lock is held. Returns the directories removed.
-pub fn sweep_stale(parent: &Path) -> io::Result<Vec<PathBuf>> {
+pub(crate) fn sweep_stale(parent: &Path) -> io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for entry in fs::read_dir(parent)? {
         let entry = entry?;
@@ -232,7 +232,7 @@ fn link_executable(src: &Path, dest: &Path) -> Result<(), PathGuardError> {
 /// [`ProcessSession::start`] first thing, on the dispatch thread.
 /// The per-process session state: holds the PATH directory alive.
 #[derive(Debug)]
-pub struct ProcessSession {
+pub(crate) struct ProcessSession {
     /// Owns `$AGENT_REACH_HOME/tmp/path/<random>`.
     pub path_guard: PathGuard,
 }
@@ -242,7 +242,7 @@ impl ProcessSession {
     /// on `ctx.env`, which children's environments are built from) and makes
     /// this process a child subreaper so orphaned grandchildren come back to
     /// us instead of init, where we can still kill them.
-    pub fn start(ctx: &mut ProcessContext) -> Result<Self, PathGuardError> {
+    pub(crate) fn start(ctx: &mut ProcessContext) -> Result<Self, PathGuardError> {
         let path_guard = PathGuard::create(&ctx.agent_reach_home(), &ctx.exe)?;
         let new_path = path_guard.prepend_to(ctx.var("PATH"));
         // SAFETY: called from dispatch before any thread is started.
@@ -257,12 +257,12 @@ impl ProcessSession {
     }
 
     /// The directory that holds the personality links.
-    pub fn path_dir(&self) -> &std::path::Path {
+    pub(crate) fn path_dir(&self) -> &std::path::Path {
         self.path_guard.dir()
     }
 
     /// The link that starts the sandbox personality.
-    pub fn sandbox_link(&self) -> std::path::PathBuf {
+    pub(crate) fn sandbox_link(&self) -> std::path::PathBuf {
         self.path_dir().join("agent-reach-sandbox")
     }
 }

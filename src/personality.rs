@@ -3,7 +3,7 @@
 
 /// What a start of the binary does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Personality {
+pub(crate) enum Personality {
     /// Apply a patch in the Codex format.
     ApplyPatch,
     /// Confine a command with Landlock and seccomp, then exec it.
@@ -18,7 +18,7 @@ pub enum Personality {
 
 /// Every name that selects a personality other than the CLI. The session PATH
 /// directory holds one link per entry.
-pub const PERSONALITY_NAMES: &[(&str, Personality)] = &[
+pub(crate) const PERSONALITY_NAMES: &[(&str, Personality)] = &[
     ("apply_patch", Personality::ApplyPatch),
     ("applypatch", Personality::ApplyPatch),
     ("agent-reach-sandbox", Personality::Sandbox),
@@ -27,7 +27,8 @@ pub const PERSONALITY_NAMES: &[(&str, Personality)] = &[
 
 /// Names of personalities that serve others and have no link in the
 /// session PATH directory (installed as aliases: `install.sh --with-aliases`).
-pub const SERVICE_NAMES: &[(&str, Personality)] = &[("swerex-remote", Personality::SwerexRemote)];
+pub(crate) const SERVICE_NAMES: &[(&str, Personality)] =
+    &[("swerex-remote", Personality::SwerexRemote)];
 
 /// The hidden first argument that selects a personality by name.
-pub const RUN_AS_PREFIX: &str = "--agent-reach-run-as=";
+pub(crate) const RUN_AS_PREFIX: &str = "--agent-reach-run-as=";

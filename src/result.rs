@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// How an execution ended, as the contract names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     /// The command exited 0.
     Success,
     /// The command exited with another code, or was killed by a signal.
@@ -26,14 +26,14 @@ pub enum Status {
 
 /// Bytes each stream produced, before any folding.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OriginalBytes {
+pub(crate) struct OriginalBytes {
     pub stdout: u64,
     pub stderr: u64,
 }
 
 /// What the sandbox enforced, as `agent-reach-sandbox --report` wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SandboxAttestation {
+pub(crate) struct SandboxAttestation {
     /// `enforced`, `partial` or `none`.
     pub fs: String,
     /// `enforced` or `none`.
@@ -46,7 +46,7 @@ pub struct SandboxAttestation {
 impl SandboxAttestation {
     /// Reads a report written by `agent-reach-sandbox --report FILE`; `None`
     /// when it is missing, empty or not the expected JSON.
-    pub fn read(path: &std::path::Path) -> Option<SandboxAttestation> {
+    pub(crate) fn read(path: &std::path::Path) -> Option<SandboxAttestation> {
         let bytes = std::fs::read(path).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
@@ -54,7 +54,7 @@ impl SandboxAttestation {
 
 /// A stable error kind and a one-line message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResultError {
+pub(crate) struct ResultError {
     pub kind: String,
     pub message: String,
     /// Only with `status: busy`.
@@ -85,7 +85,7 @@ pub const FIELDS: &[&str] = &[
 
 /// The normalized result of one execution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NormalizedResult {
+pub(crate) struct NormalizedResult {
     pub id: Option<serde_json::Value>,
     pub tool: Option<String>,
     pub status: Status,
@@ -104,7 +104,7 @@ pub struct NormalizedResult {
 
 impl NormalizedResult {
     /// A result for a request that never ran (rejected, busy or error).
-    pub fn refused(
+    pub(crate) fn refused(
         id: Option<serde_json::Value>,
         tool: Option<String>,
         status: Status,

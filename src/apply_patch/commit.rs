@@ -22,7 +22,7 @@ use super::plan::{FileAttrs, FileWrite, Stamp};
 const NEW_FILE_MODE: u32 = 0o666;
 
 /// Writes every change of a plan, all or nothing.
-pub fn commit(writes: &[FileWrite]) -> Result<(), ApplyPatchError> {
+pub(crate) fn commit(writes: &[FileWrite]) -> Result<(), ApplyPatchError> {
     let mut transaction = RollbackGuard::default();
     let result = transaction.run(writes);
     match result {

@@ -23,13 +23,12 @@ mod wrapper;
 
 use std::path::Path;
 
-pub use commit::commit;
-pub use error::{ApplyPatchError, ClosestRegion, Missing, NoMatch, Rollback};
-pub use parser::{Chunk, ChunkLine, Operation, ParseError, Patch, parse};
-pub use paths::Refusal;
-pub use plan::{FileAttrs, FileWrite, Plan};
-pub use report::{ApplyReport, ChangeKind, FileChange, FuzzyMatch};
-pub use seek::MatchLevel;
+pub(crate) use commit::commit;
+pub(crate) use error::{ApplyPatchError, NoMatch};
+pub use parser::{Chunk, Operation, parse};
+pub(crate) use plan::Plan;
+pub(crate) use report::ApplyReport;
+pub use report::ChangeKind;
 
 /// How a patch may be applied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

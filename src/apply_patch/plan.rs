@@ -21,7 +21,7 @@ use super::text::TextFile;
 
 /// What a replaced or moved file keeps: its mode bits and owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FileAttrs {
+pub(crate) struct FileAttrs {
     /// Permission bits (`st_mode & 0o7777`).
     pub mode: u32,
     /// Owner.
@@ -43,7 +43,7 @@ impl From<&Metadata> for FileAttrs {
 /// Identifies a file's state when it was read: if any part differs at
 /// commit time, someone else changed the file and the patch is not written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     dev: u64,
     ino: u64,
     size: u64,
@@ -53,7 +53,7 @@ pub struct Stamp {
 
 impl Stamp {
     /// The stamp of the entry at `path` (links not followed).
-    pub fn of(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn of(path: &Path) -> std::io::Result<Self> {
         std::fs::symlink_metadata(path).map(|meta| Self::from(&meta))
     }
 }
@@ -101,7 +101,7 @@ struct Slot {
 
 /// One change to make on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileWrite {
+pub(crate) enum FileWrite {
     /// Write `bytes` at `path` (creating or replacing it).
     Put {
         /// The resolved path.
@@ -124,7 +124,7 @@ pub enum FileWrite {
 
 /// A patch ready to be written: every check has passed.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The writes, in the order the paths were first touched.
     pub writes: Vec<FileWrite>,
     /// What to report once written.
@@ -141,7 +141,7 @@ struct Planner<'a> {
 
 impl Plan {
     /// Resolves, reads and applies everything in memory.
-    pub fn build(
+    pub(crate) fn build(
         patch: &Patch,
         cwd: &Path,
         options: &ApplyOptions,

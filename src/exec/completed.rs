@@ -19,13 +19,13 @@ pub struct Completed {
     pub duration: Duration,
     /// Some output was left out of `stdout` or `stderr`.
     pub truncated: bool,
-    pub original_bytes: OriginalBytes,
+    pub(crate) original_bytes: OriginalBytes,
     /// The spill file with the full output of a truncated stream.
     pub full_output_path: Option<PathBuf>,
     /// Processes the command started that could not be killed.
     pub survivors: Vec<u32>,
     /// What the sandbox wrapper reported, when there was one.
-    pub sandbox: Option<SandboxAttestation>,
+    pub(crate) sandbox: Option<SandboxAttestation>,
 }
 
 impl Completed {
@@ -95,7 +95,7 @@ impl Completed {
     }
 
     /// The contract's normalized result.
-    pub fn to_result(
+    pub(crate) fn to_result(
         &self,
         id: Option<serde_json::Value>,
         tool: Option<String>,

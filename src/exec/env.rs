@@ -11,7 +11,7 @@ use crate::context::{DEPTH_VAR, HOME_VAR};
 
 /// The variable every child carries so that escapees (a `setsid` daemon, a
 /// double fork) can be found in `/proc/*/environ` and killed.
-pub const SESSION_VAR: &str = "AGENT_REACH_SESSION";
+pub(crate) const SESSION_VAR: &str = "AGENT_REACH_SESSION";
 
 /// Copied from our environment when set.
 const WHITELIST: &[&str] = &[

@@ -16,8 +16,9 @@
 use std::path::{Path, PathBuf};
 
 use super::tail_ring::{SkimCounts, TailRing};
+pub use crate::output::RenderOptions;
+pub(crate) use crate::output::Rendered;
 use crate::output::{CaptureConfig, Captured, Redactor, SpillStore, StreamCapture, render};
-pub use crate::output::{RenderOptions, Rendered};
 
 /// What a capture is built with.
 #[derive(Debug, Clone)]

@@ -222,7 +222,7 @@ pub(crate) fn kill_now(shared: &Shared) {
 /// orphans alone while several executions run, since it cannot tell whose
 /// they are; at the end that no longer matters. Does nothing in a process
 /// that does not claim its children. Blocking; returns what it signalled.
-pub fn kill_orphans() -> Vec<i32> {
+pub(crate) fn kill_orphans() -> Vec<i32> {
     let mut signalled = BTreeSet::new();
     if !spawner::claims_all_children() {
         return Vec::new();

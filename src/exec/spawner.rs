@@ -71,7 +71,7 @@ static INTO_CGROUP_KILLS: AtomicBool = AtomicBool::new(false);
 /// every unregistered child is an orphan of a command it ran. Without it (a
 /// library embedder, a test binary) the engine never touches a child it
 /// cannot attribute by session tag, cgroup or process group.
-pub fn claim_all_children() {
+pub(crate) fn claim_all_children() {
     CLAIM_ALL_CHILDREN.store(true, Ordering::Relaxed);
 }
 
@@ -84,7 +84,7 @@ pub(crate) fn claims_all_children() -> bool {
 /// we ran, re-parented to us as their subreaper. Only in a process that
 /// [claims all its children](claim_all_children); elsewhere see
 /// [`reap_these`]. Returns how many.
-pub fn reap_orphans() -> usize {
+pub(crate) fn reap_orphans() -> usize {
     if !claims_all_children() {
         return 0;
     }

@@ -42,7 +42,7 @@ impl ExitInfo {
     }
 
     /// The normalized result's status.
-    pub fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         if self.timed_out {
             Status::Timeout
         } else if self.code == Some(0) {
@@ -101,7 +101,7 @@ pub(crate) enum Captures {
 
 /// Which stream a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StreamKind {
+pub(crate) enum StreamKind {
     Stdout,
     Stderr,
 }

@@ -28,7 +28,7 @@ use crate::output::redact::Redactor;
 
 /// Chunks a tap holds before the command is held back (each is at most
 /// one pump read, 128 KiB: about 2 MiB in flight).
-pub const DEFAULT_TAP_CHUNKS: usize = 16;
+pub(crate) const DEFAULT_TAP_CHUNKS: usize = 16;
 
 /// What a caller attaches to a command it spawns.
 #[derive(Debug, Default)]
@@ -47,7 +47,7 @@ pub struct Attach {
 
 /// One read of output.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TapChunk {
+pub(crate) struct TapChunk {
     pub kind: StreamKind,
     pub bytes: Vec<u8>,
 }
@@ -62,14 +62,14 @@ pub struct OutputTap {
 
 /// The caller's end: chunks in order, `None` once the output is over.
 #[derive(Debug)]
-pub struct TapReceiver {
+pub(crate) struct TapReceiver {
     rx: mpsc::Receiver<TapChunk>,
     blocked: Arc<AtomicBool>,
     wake: UnixStream,
 }
 
 /// A tap holding at most `capacity` chunks.
-pub fn output_tap(capacity: usize) -> std::io::Result<(OutputTap, TapReceiver)> {
+pub(crate) fn output_tap(capacity: usize) -> std::io::Result<(OutputTap, TapReceiver)> {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let (pump_side, receiver_side) = UnixStream::pair()?;
     pump_side.set_nonblocking(true)?;
@@ -92,7 +92,7 @@ pub fn output_tap(capacity: usize) -> std::io::Result<(OutputTap, TapReceiver)> 
 impl TapReceiver {
     /// The next chunk; `None` when the command's output is over (or was
     /// cut at the drain bound).
-    pub async fn recv(&mut self) -> Option<TapChunk> {
+    pub(crate) async fn recv(&mut self) -> Option<TapChunk> {
         let chunk = self.rx.recv().await;
         if self.blocked.load(Ordering::Acquire) {
             let _ = (&self.wake).write(&[1]);

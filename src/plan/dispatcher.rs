@@ -23,7 +23,7 @@ use crate::scheduler::{Limits, Scheduler};
 
 /// What the dispatcher needs from the process it runs in.
 #[derive(Debug, Clone)]
-pub struct DispatcherConfig {
+pub(crate) struct DispatcherConfig {
     /// The server's environment (after the session PATH entry was added).
     pub env: BTreeMap<OsString, OsString>,
     /// `$AGENT_REACH_HOME`.
@@ -41,7 +41,7 @@ pub struct DispatcherConfig {
 
 impl DispatcherConfig {
     /// A config for a process that has a session PATH dir (`ProcessSession::start`).
-    pub fn for_session(
+    pub(crate) fn for_session(
         env: BTreeMap<OsString, OsString>,
         home: PathBuf,
         path_dir: &std::path::Path,
@@ -60,13 +60,13 @@ impl DispatcherConfig {
 
 /// Why a dispatcher could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum DispatcherError {
+pub(crate) enum DispatcherError {
     #[error(transparent)]
     Secrets(#[from] SecretsError),
 }
 
 /// Answers requests; shared by every task of a server (`Send + Sync`).
-pub struct Dispatcher {
+pub(crate) struct Dispatcher {
     registry: Arc<Registry>,
     planner: Planner,
     scheduler: Scheduler,
@@ -86,12 +86,15 @@ impl std::fmt::Debug for Dispatcher {
 
 impl Dispatcher {
     /// A dispatcher that runs commands as child processes.
-    pub fn new(registry: Registry, config: DispatcherConfig) -> Result<Self, DispatcherError> {
+    pub(crate) fn new(
+        registry: Registry,
+        config: DispatcherConfig,
+    ) -> Result<Self, DispatcherError> {
         Self::with_runner(registry, config, Arc::new(EngineRunner))
     }
 
     /// A dispatcher with its own runner (tests, other engines).
-    pub fn with_runner(
+    pub(crate) fn with_runner(
         registry: Registry,
         config: DispatcherConfig,
         runner: Arc<dyn Runner>,
@@ -140,37 +143,34 @@ impl Dispatcher {
         })
     }
 
-    pub fn registry(&self) -> &Registry {
+    pub(crate) fn registry(&self) -> &Registry {
         &self.registry
     }
 
     /// The plan stage every door of this process goes through.
-    pub fn planner(&self) -> &Planner {
+    pub(crate) fn planner(&self) -> &Planner {
         &self.planner
     }
 
-    pub fn metrics(&self) -> Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()
     }
 
-    pub fn scheduler(&self) -> &Scheduler {
-        &self.scheduler
-    }
-
     /// Redacts every known secret from a text (for logs and messages).
-    pub fn redact(&self, text: &str) -> String {
+    pub(crate) fn redact(&self, text: &str) -> String {
         redact_text(self.planner.all_secrets(), text)
     }
 
     /// Answers one request line (JSON) of `exec`; a malformed line gets a
     /// `rejected` result.
-    pub async fn handle_line(&self, line: &str) -> NormalizedResult {
+    pub(crate) async fn handle_line(&self, line: &str) -> NormalizedResult {
         self.handle_parsed(Request::from_line(line), Door::Exec)
             .await
     }
 
-    /// Answers one JSON request of `exec`.
-    pub async fn handle_json(&self, value: &Value) -> NormalizedResult {
+    /// Answers one JSON request of `exec` (the tests' way in).
+    #[cfg(test)]
+    pub(crate) async fn handle_json(&self, value: &Value) -> NormalizedResult {
         self.handle_parsed(Request::from_json(value), Door::Exec)
             .await
     }
@@ -193,7 +193,7 @@ impl Dispatcher {
 
     /// Answers one request from `door`: always a normalized result, never a
     /// panic or a hang beyond the command's timeout.
-    pub async fn handle(&self, request: Request, door: Door) -> NormalizedResult {
+    pub(crate) async fn handle(&self, request: Request, door: Door) -> NormalizedResult {
         match self.planner.plan(&request, door) {
             Ok(plan) => self.run(request.id, plan).await,
             Err(rejection) => {
@@ -209,7 +209,7 @@ impl Dispatcher {
     }
 
     /// Runs a plan to its result: the cache, the scheduler, the engine.
-    pub async fn run(&self, id: Option<Value>, plan: super::Plan) -> NormalizedResult {
+    pub(crate) async fn run(&self, id: Option<Value>, plan: super::Plan) -> NormalizedResult {
         let mut leader = None;
         if let Some((key, ttl)) = &plan.cache {
             let shared = match self.cache.lookup(key, *ttl) {
@@ -299,7 +299,7 @@ impl Dispatcher {
     }
 
     /// The result of a refused request, counted and logged.
-    pub fn finish_refused(
+    pub(crate) fn finish_refused(
         &self,
         id: Option<Value>,
         tool: Option<String>,

@@ -77,7 +77,7 @@ pub(crate) const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Who is asking: decides whose approval counts and whether the operator's
 /// policy governs the request at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Door {
+pub(crate) enum Door {
     /// `agent-reach run`: the local user's own command line. The policy
     /// does not govern it; its sandbox is its own `--sandbox`.
     Run,
@@ -95,7 +95,7 @@ pub enum Door {
 
 /// Everything the engine needs for one command, decided.
 #[derive(Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// What to start.
     pub spec: SpawnSpec,
     /// How its output is shown.
@@ -114,7 +114,7 @@ pub struct Plan {
 
 /// What a person is asked to approve (MCP elicitation).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalAsk {
+pub(crate) struct ApprovalAsk {
     /// `tool NAME` or `a raw command`.
     pub what: String,
     /// The command line that would run.
@@ -127,10 +127,10 @@ pub struct ApprovalAsk {
 /// A request refused before anything ran.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct Rejection {
+pub(crate) struct Rejection {
     /// `rejected`, or `error` when agent-reach itself cannot (a secret
     /// without a value, a tool's fixed directory missing).
-    pub status: Status,
+    pub(crate) status: Status,
     /// The contract's stable `error.kind`.
     pub kind: &'static str,
     pub message: String,
@@ -140,7 +140,7 @@ pub struct Rejection {
 
 impl Rejection {
     /// A `rejected` request.
-    pub fn rejected(kind: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn rejected(kind: &'static str, message: impl Into<String>) -> Self {
         Self {
             status: Status::Rejected,
             kind,
@@ -150,7 +150,7 @@ impl Rejection {
     }
 
     /// agent-reach cannot run it (`status: error`).
-    pub fn error(kind: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn error(kind: &'static str, message: impl Into<String>) -> Self {
         Self {
             status: Status::Error,
             kind,
@@ -162,7 +162,7 @@ impl Rejection {
 
 /// What the planner needs from the process it runs in.
 #[derive(Debug, Clone)]
-pub struct PlannerConfig {
+pub(crate) struct PlannerConfig {
     /// Our environment (PATH has the session entry first).
     pub env: BTreeMap<OsString, OsString>,
     /// `$AGENT_REACH_HOME` (spill files, sandbox reports).
@@ -176,7 +176,7 @@ pub struct PlannerConfig {
 }
 
 /// The plan stage of one process: its policy, its registry, its secrets.
-pub struct Planner {
+pub(crate) struct Planner {
     registry: Option<Arc<Registry>>,
     policy: OperatorPolicy,
     config: PlannerConfig,
@@ -194,7 +194,7 @@ impl std::fmt::Debug for Planner {
 
 impl Planner {
     /// A planner for a registry; `sandbox_override` is `serve --sandbox`.
-    pub fn new(
+    pub(crate) fn new(
         registry: Arc<Registry>,
         config: PlannerConfig,
         secrets: SecretStore,
@@ -213,7 +213,7 @@ impl Planner {
     }
 
     /// The planner of `run`: no registry, the local user's policy.
-    pub fn for_run(config: PlannerConfig, cwd: PathBuf) -> Self {
+    pub(crate) fn for_run(config: PlannerConfig, cwd: PathBuf) -> Self {
         Self {
             registry: None,
             policy: OperatorPolicy::local_user(cwd),
@@ -224,17 +224,12 @@ impl Planner {
     }
 
     /// The operator's policy in force.
-    pub fn policy(&self) -> &OperatorPolicy {
+    pub(crate) fn policy(&self) -> &OperatorPolicy {
         &self.policy
     }
 
-    /// The registry, when there is one.
-    pub fn registry(&self) -> Option<&Arc<Registry>> {
-        self.registry.as_ref()
-    }
-
     /// Every secret value, for redaction.
-    pub fn all_secrets(&self) -> &[(String, Vec<u8>)] {
+    pub(crate) fn all_secrets(&self) -> &[(String, Vec<u8>)] {
         &self.all_secrets
     }
 
@@ -257,7 +252,7 @@ impl Planner {
     }
 
     /// The one function: a request from `door` becomes a plan or a rejection.
-    pub fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
+    pub(crate) fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
         match &request.target {
             Target::Tool { name, args } => match &self.registry {
                 Some(registry) => tool::plan_tool(self, registry, request, name, args, door),

@@ -12,7 +12,7 @@ use crate::sandbox::{Network, Policy};
 /// The policy of one process (the registry's settings and its profile,
 /// `serve --sandbox`), or the local user's for `run`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OperatorPolicy {
+pub(crate) struct OperatorPolicy {
     /// `allow_raw_commands`.
     pub allow_raw_commands: bool,
     /// `raw_commands_risk`.
@@ -37,7 +37,7 @@ pub struct OperatorPolicy {
 
 impl OperatorPolicy {
     /// The policy a registry's effective settings describe.
-    pub fn from_settings(settings: &Settings, root: &Path) -> Self {
+    pub(crate) fn from_settings(settings: &Settings, root: &Path) -> Self {
         Self {
             allow_raw_commands: settings.allow_raw_commands,
             raw_commands_risk: settings.raw_commands_risk,
@@ -58,7 +58,7 @@ impl OperatorPolicy {
     }
 
     /// `run`: the local user's own command line, which no policy governs.
-    pub fn local_user(cwd: PathBuf) -> Self {
+    pub(crate) fn local_user(cwd: PathBuf) -> Self {
         Self {
             allow_raw_commands: true,
             raw_commands_risk: Risk::Low,
@@ -74,7 +74,7 @@ impl OperatorPolicy {
     }
 
     /// `serve --sandbox POLICY` replaces `[sandbox] default`.
-    pub fn with_sandbox_override(mut self, sandbox: Option<Policy>) -> Self {
+    pub(crate) fn with_sandbox_override(mut self, sandbox: Option<Policy>) -> Self {
         if sandbox.is_some() {
             self.sandbox_default = sandbox;
         }
@@ -82,7 +82,7 @@ impl OperatorPolicy {
     }
 
     /// May a raw command run at all (before its risk is weighed)?
-    pub fn check_raw_commands(&self) -> Result<(), Rejection> {
+    pub(crate) fn check_raw_commands(&self) -> Result<(), Rejection> {
         if !self.governs {
             return Ok(());
         }
@@ -105,7 +105,7 @@ impl OperatorPolicy {
     }
 
     /// Does `ask` need approval, and does the door have it?
-    pub fn check_approval(
+    pub(crate) fn check_approval(
         &self,
         ask: ApprovalAsk,
         door: Door,
@@ -151,7 +151,7 @@ impl OperatorPolicy {
 
     /// The sandbox of a command: the request may narrow the policy's (the
     /// tool's own, else the default), never widen it.
-    pub fn sandbox_for(
+    pub(crate) fn sandbox_for(
         &self,
         asked: Option<Policy>,
         own: Option<Policy>,
@@ -176,7 +176,7 @@ impl OperatorPolicy {
 
     /// The network of a sandboxed command: `[sandbox] network`, or a tool's
     /// own `network = true`.
-    pub fn network_for(&self, tool_wants_network: bool) -> Network {
+    pub(crate) fn network_for(&self, tool_wants_network: bool) -> Network {
         if tool_wants_network || (self.governs && self.network == Network::Allow) {
             Network::Allow
         } else {

@@ -14,7 +14,7 @@ use crate::scheduler::Priority;
 
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Target {
+pub(crate) enum Target {
     /// A registry tool and its arguments.
     Tool { name: String, args: Args },
     /// A raw argv (no shell), where `allow_raw_commands` is on.
@@ -25,14 +25,14 @@ pub enum Target {
 
 /// A tool's arguments: named parameters, or strings appended to the command.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Args {
+pub(crate) enum Args {
     Named(Map<String, Value>),
     List(Vec<String>),
 }
 
 /// One checked request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request {
+pub(crate) struct Request {
     pub id: Option<Value>,
     pub target: Target,
     pub workdir: Option<PathBuf>,
@@ -63,7 +63,7 @@ pub struct Request {
 /// A request refused before anything ran.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct Malformed {
+pub(crate) struct Malformed {
     pub id: Option<Value>,
     pub tool: Option<String>,
     pub kind: &'static str,
@@ -85,7 +85,7 @@ const FIELDS: &[&str] = &[
 
 impl Request {
     /// A request for `target` with every other field at its default.
-    pub fn new(target: Target) -> Self {
+    pub(crate) fn new(target: Target) -> Self {
         Self {
             id: None,
             target,
@@ -105,7 +105,7 @@ impl Request {
     }
 
     /// A request for `tool` with named arguments (what an MCP tool call carries).
-    pub fn for_tool(id: Option<Value>, tool: &str, args: Map<String, Value>) -> Self {
+    pub(crate) fn for_tool(id: Option<Value>, tool: &str, args: Map<String, Value>) -> Self {
         Self {
             id,
             ..Self::new(Target::Tool {
@@ -116,12 +116,12 @@ impl Request {
     }
 
     /// A raw command.
-    pub fn command(argv: Vec<OsString>) -> Self {
+    pub(crate) fn command(argv: Vec<OsString>) -> Self {
         Self::new(Target::Command(argv))
     }
 
     /// Parses one request line.
-    pub fn from_line(line: &str) -> Result<Self, Malformed> {
+    pub(crate) fn from_line(line: &str) -> Result<Self, Malformed> {
         match serde_json::from_str::<Value>(line) {
             Ok(value) => Self::from_json(&value),
             Err(err) => Err(Malformed {
@@ -134,7 +134,7 @@ impl Request {
     }
 
     /// Checks a JSON request.
-    pub fn from_json(value: &Value) -> Result<Self, Malformed> {
+    pub(crate) fn from_json(value: &Value) -> Result<Self, Malformed> {
         let Value::Object(object) = value else {
             return Err(malformed(
                 None,
@@ -253,7 +253,7 @@ impl Request {
     }
 
     /// The tool name (`None` for raw commands).
-    pub fn tool_name(&self) -> Option<&str> {
+    pub(crate) fn tool_name(&self) -> Option<&str> {
         match &self.target {
             Target::Tool { name, .. } => Some(name),
             Target::Command(_) | Target::ApplyPatch { .. } => None,

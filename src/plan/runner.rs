@@ -17,7 +17,7 @@ pub(crate) type RunFuture<'a> = Pin<Box<dyn Future<Output = NormalizedResult> + 
 
 /// Runs a planned spec to completion. The result's `id`, `tool` and
 /// `cached` are filled by the caller.
-pub trait Runner: Send + Sync + 'static {
+pub(crate) trait Runner: Send + Sync + 'static {
     fn run(&self, spec: SpawnSpec, render: RenderOptions) -> RunFuture<'_>;
 }
 

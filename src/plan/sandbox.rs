@@ -12,13 +12,13 @@ use crate::sandbox::{Network, Policy, SandboxSpec};
 
 /// Owns a sandbox report file; removes it when dropped.
 #[derive(Debug)]
-pub struct ReportGuard {
+pub(crate) struct ReportGuard {
     path: PathBuf,
 }
 
 impl ReportGuard {
     /// The report file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }

@@ -54,7 +54,7 @@ impl RegistryArgs {
 
 /// Why a registry-using subcommand could not get going.
 #[derive(Debug, thiserror::Error)]
-pub enum RegistrySetupError {
+pub(crate) enum RegistrySetupError {
     /// The project root is unusable (a usage error: exit 2).
     #[error("{0}")]
     Root(String),
@@ -69,7 +69,7 @@ pub enum RegistrySetupError {
 impl RegistrySetupError {
     /// The exit code of a subcommand of the common convention (`serve`):
     /// a root, a config or a secrets file that cannot be used is usage, 2.
-    pub fn exit_code(&self) -> i32 {
+    pub(crate) fn exit_code(&self) -> i32 {
         match self {
             RegistrySetupError::Root(_)
             | RegistrySetupError::Registry(_)
@@ -82,7 +82,7 @@ impl RegistrySetupError {
     /// missing or unreadable, an unknown `--profile`: what the command line
     /// names), 125 for a bad config (one that reads but does not load, a
     /// refused secrets file).
-    pub fn exec_exit_code(&self) -> i32 {
+    pub(crate) fn exec_exit_code(&self) -> i32 {
         match self {
             RegistrySetupError::Root(_)
             | RegistrySetupError::Registry(
@@ -100,7 +100,7 @@ impl RegistryArgs {
     /// The project root, the registry and a dispatcher whose commands run
     /// with this process's session: its PATH entry, its sandbox link, its
     /// agent-reach home.
-    pub fn session_dispatcher(
+    pub(crate) fn session_dispatcher(
         &self,
         ctx: &ProcessContext,
         session: &ProcessSession,

@@ -16,7 +16,7 @@ use crate::result::NormalizedResult;
 
 /// What makes two requests the same run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CacheKey {
+pub(crate) struct CacheKey {
     pub tool: String,
     pub argv: Vec<OsString>,
     pub cwd: PathBuf,

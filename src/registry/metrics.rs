@@ -29,7 +29,7 @@ type CounterDef = (&'static str, &'static str, fn(&ToolCounts) -> u64);
 
 /// One tool's counts.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct ToolCounts {
+pub(crate) struct ToolCounts {
     /// Requests answered, whatever the answer.
     pub calls: u64,
     pub runs: u64,
@@ -47,7 +47,7 @@ pub struct ToolCounts {
 
 /// The metrics of one process.
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     tools: Mutex<BTreeMap<String, ToolCounts>>,
     /// Sessions a server holds (started, not yet ended and taken).
     live_sessions: AtomicU64,
@@ -58,41 +58,41 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Counts one answered request and its outcome.
-    pub fn record(&self, tool: &str, status: Status, cached: bool, duration: Duration) {
+    pub(crate) fn record(&self, tool: &str, status: Status, cached: bool, duration: Duration) {
         self.record_call(tool);
         self.count_outcome(tool, status, cached, duration);
     }
 
     /// Counts one answered request whose outcome is counted apart (or not
     /// at all): a session's command ends in a later call than its start.
-    pub fn record_call(&self, tool: &str) {
+    pub(crate) fn record_call(&self, tool: &str) {
         let mut tools = self.tools.lock().unwrap_or_else(|p| p.into_inner());
         counts_of(&mut tools, tool).calls += 1;
     }
 
     /// Counts an outcome without a request: a run of `tool` that ended after
     /// `duration` (success, failure, timeout), or a refusal.
-    pub fn record_outcome(&self, tool: &str, status: Status, duration: Duration) {
+    pub(crate) fn record_outcome(&self, tool: &str, status: Status, duration: Duration) {
         self.count_outcome(tool, status, false, duration);
     }
 
     /// Sets the gauge of live sessions.
-    pub fn set_live_sessions(&self, sessions: usize) {
+    pub(crate) fn set_live_sessions(&self, sessions: usize) {
         self.live_sessions.store(sessions as u64, Ordering::Relaxed);
     }
 
     /// The gauge of live sessions.
-    pub fn live_sessions(&self) -> u64 {
+    pub(crate) fn live_sessions(&self) -> u64 {
         self.live_sessions.load(Ordering::Relaxed)
     }
 
     /// Sets the gauges of connected clients and of sessions by client.
-    pub fn set_clients(&self, clients: usize, sessions_by_client: BTreeMap<String, usize>) {
+    pub(crate) fn set_clients(&self, clients: usize, sessions_by_client: BTreeMap<String, usize>) {
         self.clients.store(clients as u64, Ordering::Relaxed);
         *self
             .sessions_by_client
@@ -101,12 +101,12 @@ impl Metrics {
     }
 
     /// The gauge of connected clients over HTTP.
-    pub fn clients(&self) -> u64 {
+    pub(crate) fn clients(&self) -> u64 {
         self.clients.load(Ordering::Relaxed)
     }
 
     /// Live sessions by client (clients holding none left out).
-    pub fn sessions_by_client(&self) -> BTreeMap<String, usize> {
+    pub(crate) fn sessions_by_client(&self) -> BTreeMap<String, usize> {
         self.sessions_by_client
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -145,14 +145,14 @@ impl Metrics {
     }
 
     /// A copy of every tool's counts.
-    pub fn snapshot(&self) -> BTreeMap<String, ToolCounts> {
+    pub(crate) fn snapshot(&self) -> BTreeMap<String, ToolCounts> {
         self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The counts as JSON:
     /// `{"tools": {NAME: {...}}, "buckets_seconds": [...], "live_sessions": N,
     /// "clients": N, "live_sessions_by_client": {CLIENT: N}}`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "buckets_seconds": BUCKETS,
             "tools": self.snapshot(),
@@ -163,7 +163,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition format (version 0.0.4).
-    pub fn prometheus_text(&self) -> String {
+    pub(crate) fn prometheus_text(&self) -> String {
         let tools = self.snapshot();
         let mut out = String::new();
         let counters: [CounterDef; 9] = [

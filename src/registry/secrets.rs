@@ -12,7 +12,7 @@ pub(crate) const SECRETS_FILE_VAR: &str = "AGENT_REACH_SECRETS_FILE";
 
 /// A secrets file that cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretsError {
+pub(crate) enum SecretsError {
     #[error("cannot read secrets file {path}: {source}")]
     Read {
         path: PathBuf,
@@ -28,7 +28,7 @@ pub enum SecretsError {
 
 /// The secret values known to this process.
 #[derive(Clone, Default)]
-pub struct SecretStore {
+pub(crate) struct SecretStore {
     from_file: BTreeMap<String, Vec<u8>>,
     from_env: BTreeMap<String, Vec<u8>>,
 }
@@ -44,7 +44,7 @@ impl std::fmt::Debug for SecretStore {
 impl SecretStore {
     /// Reads the secrets file (if any) and keeps the environment's values of
     /// the `wanted` names. The file wins over the environment.
-    pub fn load(
+    pub(crate) fn load(
         file: Option<&Path>,
         env: &BTreeMap<OsString, OsString>,
         wanted: impl IntoIterator<Item = String>,
@@ -68,7 +68,7 @@ impl SecretStore {
     }
 
     /// One secret's value.
-    pub fn get(&self, name: &str) -> Option<&[u8]> {
+    pub(crate) fn get(&self, name: &str) -> Option<&[u8]> {
         self.from_file
             .get(name)
             .or_else(|| self.from_env.get(name))
@@ -76,7 +76,7 @@ impl SecretStore {
     }
 
     /// Every known secret (name, value), for redaction.
-    pub fn all(&self) -> Vec<(String, Vec<u8>)> {
+    pub(crate) fn all(&self) -> Vec<(String, Vec<u8>)> {
         let mut all: BTreeMap<&String, &Vec<u8>> = self.from_env.iter().collect();
         all.extend(self.from_file.iter());
         all.into_iter()

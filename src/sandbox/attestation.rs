@@ -58,7 +58,7 @@ pub(crate) fn attestation(fs: FsLevel, net: NetLevel, abi: Option<u32>) -> Sandb
 }
 
 /// Reads a report written by `agent-reach-sandbox --report FILE`.
-pub fn read_attestation(path: &Path) -> Option<SandboxAttestation> {
+pub(crate) fn read_attestation(path: &Path) -> Option<SandboxAttestation> {
     SandboxAttestation::read(path)
 }
 

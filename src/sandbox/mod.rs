@@ -77,7 +77,6 @@ pub mod seccomp_rules;
 #[cfg(target_os = "linux")]
 pub(crate) mod seccomp_stack;
 
-pub use attestation::read_attestation;
-#[cfg(target_os = "linux")]
-pub use error::SandboxError;
-pub use policy::{Network, Policy, SandboxSpec, UnknownName};
+pub(crate) use attestation::read_attestation;
+pub use policy::{Network, Policy};
+pub(crate) use policy::{SandboxSpec, UnknownName};

@@ -34,7 +34,7 @@ use state::{State, WaitKey};
 
 /// Request priority; higher runs first among waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum Priority {
+pub(crate) enum Priority {
     Low,
     #[default]
     Normal,
@@ -42,7 +42,7 @@ pub enum Priority {
 }
 
 impl Priority {
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "high" => Some(Self::High),
             "normal" => Some(Self::Normal),
@@ -54,7 +54,7 @@ impl Priority {
 
 /// What one request needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Demand {
+pub(crate) struct Demand {
     pub group: Option<String>,
     pub exclusive: Option<String>,
     pub priority: Priority,
@@ -63,7 +63,7 @@ pub struct Demand {
 /// The queue is full; try again after `retry_after_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the queue is full ({queued} waiting, {running} running); retry after {retry_after_ms} ms")]
-pub struct Busy {
+pub(crate) struct Busy {
     pub retry_after_ms: u64,
     pub queued: usize,
     pub running: usize,
@@ -71,7 +71,7 @@ pub struct Busy {
 
 /// A snapshot of the scheduler's load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Load {
+pub(crate) struct Load {
     pub running: usize,
     pub queued: usize,
     pub global: usize,
@@ -94,7 +94,7 @@ impl Inner {
 
 /// The scheduler; cheap to clone, shared by every request of a process.
 #[derive(Clone)]
-pub struct Scheduler {
+pub(crate) struct Scheduler {
     inner: Arc<Inner>,
 }
 
@@ -108,7 +108,7 @@ impl std::fmt::Debug for Scheduler {
 
 /// Holding a permit is running; dropping it gives everything back and
 /// starts the next waiters that fit.
-pub struct Permit {
+pub(crate) struct Permit {
     inner: Arc<Inner>,
     demand: Demand,
     since: Instant,
@@ -162,7 +162,7 @@ impl Drop for WaitGuard {
 }
 
 impl Scheduler {
-    pub fn new(limits: Limits) -> Self {
+    pub(crate) fn new(limits: Limits) -> Self {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::new(limits)),
@@ -172,13 +172,13 @@ impl Scheduler {
     }
 
     /// The default global limit: cores × 3.
-    pub fn default_global() -> usize {
+    pub(crate) fn default_global() -> usize {
         std::thread::available_parallelism().map_or(1, |n| n.get()) * 3
     }
 
     /// Waits until everything `demand` needs is free and takes it, or
     /// answers [`Busy`] at once when the queue is full.
-    pub async fn acquire(&self, demand: Demand) -> Result<Permit, Busy> {
+    pub(crate) async fn acquire(&self, demand: Demand) -> Result<Permit, Busy> {
         let (key, receiver) = {
             let mut state = self.inner.lock();
             if state.fits(&demand) {
@@ -219,7 +219,7 @@ impl Scheduler {
     }
 
     /// How loaded the scheduler is right now.
-    pub fn load(&self) -> Load {
+    pub(crate) fn load(&self) -> Load {
         let state = self.inner.lock();
         Load {
             running: state.running,

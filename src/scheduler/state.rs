@@ -7,7 +7,7 @@ use super::{Demand, Priority};
 
 /// Limits: how many run at once, how many may wait, per-group caps.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub global: usize,
     pub queue: usize,
     pub groups: BTreeMap<String, usize>,
