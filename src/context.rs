@@ -22,22 +22,22 @@ pub(crate) const HOME_VAR: &str = "AGENT_REACH_HOME";
 
 /// What the process was started with.
 #[derive(Debug, Clone)]
-pub struct ProcessContext {
+pub(crate) struct ProcessContext {
     /// The arguments after the personality was chosen (argv[0] excluded).
-    pub args: Vec<OsString>,
+    pub(crate) args: Vec<OsString>,
     /// The full environment as it was at start.
-    pub env: BTreeMap<OsString, OsString>,
+    pub(crate) env: BTreeMap<OsString, OsString>,
     /// The working directory at start; `None` when it was deleted or unreadable.
-    pub cwd: Option<PathBuf>,
+    pub(crate) cwd: Option<PathBuf>,
     /// The running executable, as the kernel knows it (`/proc/self/exe`).
-    pub exe: PathBuf,
+    pub(crate) exe: PathBuf,
     /// How many agent-reach personalities are above this one.
-    pub depth: u32,
+    pub(crate) depth: u32,
 }
 
 impl ProcessContext {
     /// Reads the real process state. Call only from dispatch, before threads.
-    pub fn capture(args: Vec<OsString>) -> Self {
+    pub(crate) fn capture(args: Vec<OsString>) -> Self {
         let env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
         let depth = env
             .get(OsStr::new(DEPTH_VAR))
@@ -54,36 +54,20 @@ impl ProcessContext {
         }
     }
 
-    /// A context for tests and embedders: the given arguments and environment.
-    pub fn synthetic(
-        args: Vec<OsString>,
-        env: BTreeMap<OsString, OsString>,
-        cwd: PathBuf,
-        exe: PathBuf,
-    ) -> Self {
-        Self {
-            args,
-            env,
-            cwd: Some(cwd),
-            exe,
-            depth: 0,
-        }
-    }
-
     /// Commands get a cgroup of their own unless `AGENT_REACH_NO_CGROUP` is
     /// set (to anything but empty or `0`).
-    pub fn cgroups_wanted(&self) -> bool {
+    pub(crate) fn cgroups_wanted(&self) -> bool {
         self.var(NO_CGROUP_VAR)
             .is_none_or(|v| v.is_empty() || v == "0")
     }
 
     /// One environment variable, if set.
-    pub fn var(&self, name: &str) -> Option<&OsStr> {
+    pub(crate) fn var(&self, name: &str) -> Option<&OsStr> {
         self.env.get(OsStr::new(name)).map(OsString::as_os_str)
     }
 
     /// The home directory of the user (`$HOME`), if set and not empty.
-    pub fn user_home(&self) -> Option<PathBuf> {
+    pub(crate) fn user_home(&self) -> Option<PathBuf> {
         self.var("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
@@ -91,7 +75,7 @@ impl ProcessContext {
 
     /// agent-reach's state directory: `$AGENT_REACH_HOME`, else `~/.agent-reach`,
     /// else (no home at all) a directory under the system temp dir.
-    pub fn agent_reach_home(&self) -> PathBuf {
+    pub(crate) fn agent_reach_home(&self) -> PathBuf {
         if let Some(home) = self.var(HOME_VAR).filter(|h| !h.is_empty()) {
             return PathBuf::from(home);
         }
@@ -102,7 +86,7 @@ impl ProcessContext {
     }
 
     /// The working directory, or an error naming why it is unusable.
-    pub fn cwd(&self) -> std::io::Result<&Path> {
+    pub(crate) fn cwd(&self) -> std::io::Result<&Path> {
         self.cwd.as_deref().ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,

@@ -29,8 +29,8 @@ pub(crate) fn init_stderr_text(filter: &str) {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot open log file {}: {source}", path.display())]
 pub(crate) struct LogFileError {
-    pub path: PathBuf,
-    pub source: std::io::Error,
+    pub(crate) path: PathBuf,
+    pub(crate) source: std::io::Error,
 }
 
 /// Installs the JSON subscriber. `filter` is `$AGENT_REACH_LOG` if set; the
@@ -67,16 +67,16 @@ pub(crate) fn init(log_file: Option<&Path>, filter: Option<&str>) -> Result<(), 
 /// One execution, as the log records it.
 #[derive(Debug, Clone)]
 pub(crate) struct ExecutionEvent<'a> {
-    pub tool: &'a str,
-    pub argv: &'a [String],
-    pub cwd: &'a Path,
-    pub duration: Duration,
-    pub session_id: Option<u64>,
+    pub(crate) tool: &'a str,
+    pub(crate) argv: &'a [String],
+    pub(crate) cwd: &'a Path,
+    pub(crate) duration: Duration,
+    pub(crate) session_id: Option<u64>,
     /// `exited`, `running`, `matched`, `awaiting_input`, `killed`, `error`.
-    pub state: &'a str,
-    pub exit_code: Option<i32>,
-    pub bytes_out: u64,
-    pub truncated: bool,
+    pub(crate) state: &'a str,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) bytes_out: u64,
+    pub(crate) truncated: bool,
 }
 
 /// Writes one execution event.

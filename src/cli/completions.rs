@@ -12,7 +12,7 @@ use clap::CommandFactory;
 pub(crate) struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 /// The script for `shell`, for the command named `agent-reach`.

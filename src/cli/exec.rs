@@ -27,12 +27,12 @@ use crate::result::{NormalizedResult, Status};
 pub(crate) struct ExecArgs {
     /// One JSON request on stdin, one JSON result on stdout.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Many requests, one per line; results as they finish.
     #[arg(long)]
-    pub jsonl: bool,
+    pub(crate) jsonl: bool,
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub(crate) registry: RegistryArgs,
 }
 
 /// The largest request `--json` reads (and the longest `--jsonl` line).

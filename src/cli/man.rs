@@ -19,7 +19,7 @@ use crate::exit_code;
 pub(crate) struct ManArgs {
     /// Write every page (agent-reach.1 and one per subcommand) into DIR.
     #[arg(long, value_name = "DIR")]
-    pub out_dir: Option<PathBuf>,
+    pub(crate) out_dir: Option<PathBuf>,
 }
 
 /// Why the pages could not be made.

@@ -26,7 +26,7 @@ use crate::exit_code;
 #[command(name = "agent-reach", version, about, long_about = None, after_help = EXIT_STATUS)]
 pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The end of `agent-reach --help` and of the man page.
@@ -71,7 +71,7 @@ pub(crate) enum Command {
 #[derive(Debug, clap::Args)]
 pub(crate) struct PassThroughArgs {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-    pub args: Vec<OsString>,
+    pub(crate) args: Vec<OsString>,
 }
 
 /// Parses the CLI arguments and runs the subcommand.

@@ -32,28 +32,28 @@ use crate::sandbox::Policy;
 pub(crate) struct RunArgs {
     /// Kill the command after this many milliseconds (exit 124); 0 = never.
     #[arg(long, default_value_t = DEFAULT_COMMAND_TIMEOUT.as_millis() as u64)]
-    pub timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
     /// Working directory of the command.
     #[arg(long)]
-    pub workdir: Option<PathBuf>,
+    pub(crate) workdir: Option<PathBuf>,
     /// Run the command on a pseudo-terminal instead of pipes.
     #[arg(long)]
-    pub tty: bool,
+    pub(crate) tty: bool,
     /// Fold the output to about this many tokens (4 bytes each).
     #[arg(long, default_value_t = DEFAULT_MAX_OUTPUT_TOKENS)]
-    pub max_output_tokens: usize,
+    pub(crate) max_output_tokens: usize,
     /// Confine the command: read-only, workspace-write or danger-full-access.
     #[arg(long, value_name = "POLICY")]
-    pub sandbox: Option<Policy>,
+    pub(crate) sandbox: Option<Policy>,
     /// Print the normalized result as JSON instead of the text form.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Pass one more environment variable: NAME (from our environment) or NAME=VALUE.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// `agent-reach run` parsed on its own (see `cli::main`), and the
@@ -65,7 +65,7 @@ pub(crate) struct RunArgs {
 )]
 pub(crate) struct RunCli {
     #[command(flatten)]
-    pub run: RunArgs,
+    pub(crate) run: RunArgs,
 }
 
 /// `agent-reach run ...`.

@@ -28,7 +28,7 @@ use crate::path_guard::ProcessSession;
 pub(crate) struct ShellArgs {
     /// The command to run instead of `$SHELL`.
     #[arg(trailing_var_arg = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// Blocks a set of signals for its lifetime and restores the old mask on drop.

@@ -20,15 +20,15 @@ use crate::registry::{Availability, Registry, RegistryError};
 pub(crate) struct ToolsArgs {
     /// The registry file (default: the built-in registry).
     #[arg(long, global = true)]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Narrow the registry to one of its profiles.
     #[arg(long, global = true)]
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// The project root (default: the current directory).
     #[arg(long, global = true)]
-    pub root: Option<PathBuf>,
+    pub(crate) root: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: ToolsCommand,
+    pub(crate) command: ToolsCommand,
 }
 
 /// What to do with the registry.

@@ -25,18 +25,18 @@ use crate::scheduler::{Limits, Scheduler};
 #[derive(Debug, Clone)]
 pub(crate) struct DispatcherConfig {
     /// The server's environment (after the session PATH entry was added).
-    pub env: BTreeMap<OsString, OsString>,
+    pub(crate) env: BTreeMap<OsString, OsString>,
     /// `$AGENT_REACH_HOME`.
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The argv prefix that starts the sandbox personality (the session's
     /// `agent-reach-sandbox` link, or the executable with `--agent-reach-run-as`).
-    pub sandbox_prefix: Vec<OsString>,
+    pub(crate) sandbox_prefix: Vec<OsString>,
     /// The argv prefix that starts the apply_patch personality.
-    pub apply_patch_prefix: Vec<OsString>,
+    pub(crate) apply_patch_prefix: Vec<OsString>,
     /// A cgroup per command where the machine allows.
-    pub use_cgroup: bool,
+    pub(crate) use_cgroup: bool,
     /// `serve --sandbox`: replaces the registry's `[sandbox] default`.
-    pub sandbox_override: Option<crate::sandbox::Policy>,
+    pub(crate) sandbox_override: Option<crate::sandbox::Policy>,
 }
 
 impl DispatcherConfig {

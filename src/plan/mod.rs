@@ -97,31 +97,31 @@ pub(crate) enum Door {
 #[derive(Debug)]
 pub(crate) struct Plan {
     /// What to start.
-    pub spec: SpawnSpec,
+    pub(crate) spec: SpawnSpec,
     /// How its output is shown.
-    pub render: RenderOptions,
+    pub(crate) render: RenderOptions,
     /// Its place in the scheduler (one-shot runs).
-    pub demand: Demand,
+    pub(crate) demand: Demand,
     /// How the metrics count it: the tool's name, or the raw-command label.
-    pub label: String,
+    pub(crate) label: String,
     /// The registry tool, when it is one.
-    pub tool: Option<String>,
+    pub(crate) tool: Option<String>,
     /// A cached result may answer it (tools with `cache_ttl`).
-    pub cache: Option<(CacheKey, Duration)>,
+    pub(crate) cache: Option<(CacheKey, Duration)>,
     /// Removes the sandbox report file when the plan's run is over.
-    pub report: Option<sandbox::ReportGuard>,
+    pub(crate) report: Option<sandbox::ReportGuard>,
 }
 
 /// What a person is asked to approve (MCP elicitation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ApprovalAsk {
     /// `tool NAME` or `a raw command`.
-    pub what: String,
+    pub(crate) what: String,
     /// The command line that would run.
-    pub argv: Vec<String>,
+    pub(crate) argv: Vec<String>,
     /// Where.
-    pub workdir: PathBuf,
-    pub risk: Risk,
+    pub(crate) workdir: PathBuf,
+    pub(crate) risk: Risk,
 }
 
 /// A request refused before anything ran.
@@ -132,10 +132,10 @@ pub(crate) struct Rejection {
     /// without a value, a tool's fixed directory missing).
     pub(crate) status: Status,
     /// The contract's stable `error.kind`.
-    pub kind: &'static str,
-    pub message: String,
+    pub(crate) kind: &'static str,
+    pub(crate) message: String,
     /// Set when a person's approval would let it run.
-    pub approval: Option<Box<ApprovalAsk>>,
+    pub(crate) approval: Option<Box<ApprovalAsk>>,
 }
 
 impl Rejection {
@@ -164,15 +164,15 @@ impl Rejection {
 #[derive(Debug, Clone)]
 pub(crate) struct PlannerConfig {
     /// Our environment (PATH has the session entry first).
-    pub env: BTreeMap<OsString, OsString>,
+    pub(crate) env: BTreeMap<OsString, OsString>,
     /// `$AGENT_REACH_HOME` (spill files, sandbox reports).
-    pub home: PathBuf,
+    pub(crate) home: PathBuf,
     /// The argv prefix that starts the sandbox personality.
-    pub sandbox_prefix: Vec<OsString>,
+    pub(crate) sandbox_prefix: Vec<OsString>,
     /// The argv prefix that starts the apply_patch personality.
-    pub apply_patch_prefix: Vec<OsString>,
+    pub(crate) apply_patch_prefix: Vec<OsString>,
     /// A cgroup per command where the machine allows.
-    pub use_cgroup: bool,
+    pub(crate) use_cgroup: bool,
 }
 
 /// The plan stage of one process: its policy, its registry, its secrets.

@@ -14,25 +14,25 @@ use crate::sandbox::{Network, Policy};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct OperatorPolicy {
     /// `allow_raw_commands`.
-    pub allow_raw_commands: bool,
+    pub(crate) allow_raw_commands: bool,
     /// `raw_commands_risk`.
-    pub raw_commands_risk: Risk,
+    pub(crate) raw_commands_risk: Risk,
     /// `max_risk`.
-    pub max_risk: Risk,
+    pub(crate) max_risk: Risk,
     /// `approval`: the lowest risk that needs approval.
-    pub approval: Risk,
+    pub(crate) approval: Risk,
     /// `[sandbox] default` or `serve --sandbox`.
-    pub sandbox_default: Option<Policy>,
+    pub(crate) sandbox_default: Option<Policy>,
     /// `[sandbox] network`.
-    pub network: Network,
+    pub(crate) network: Network,
     /// `[sandbox] writable_roots`, absolute.
-    pub writable_roots: Vec<PathBuf>,
+    pub(crate) writable_roots: Vec<PathBuf>,
     /// `[sandbox] best_effort`.
-    pub best_effort: bool,
+    pub(crate) best_effort: bool,
     /// The project root (`--root`).
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// The policy governs requests (false only for `run`).
-    pub governs: bool,
+    pub(crate) governs: bool,
 }
 
 impl OperatorPolicy {

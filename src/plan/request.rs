@@ -33,41 +33,41 @@ pub(crate) enum Args {
 /// One checked request.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Request {
-    pub id: Option<Value>,
-    pub target: Target,
-    pub workdir: Option<PathBuf>,
+    pub(crate) id: Option<Value>,
+    pub(crate) target: Target,
+    pub(crate) workdir: Option<PathBuf>,
     /// `None`: the default of the kind (a tool's timeout, 10 s for a
     /// one-shot command, none for a session); `Some(0)`: none.
-    pub timeout_ms: Option<u64>,
-    pub tty: Option<bool>,
-    pub priority: Priority,
-    pub approve: bool,
-    pub max_output_tokens: Option<usize>,
+    pub(crate) timeout_ms: Option<u64>,
+    pub(crate) tty: Option<bool>,
+    pub(crate) priority: Priority,
+    pub(crate) approve: bool,
+    pub(crate) max_output_tokens: Option<usize>,
     /// Raw commands: values added to the environment (`run --env N=V`, a
     /// listener's env vars).
-    pub env: Vec<(OsString, OsString)>,
+    pub(crate) env: Vec<(OsString, OsString)>,
     /// Raw commands: names copied from our environment (`run --env NAME`).
-    pub pass_env: Vec<String>,
+    pub(crate) pass_env: Vec<String>,
     /// Raw commands: `env` is the whole environment (`subprocess.run(env=)`).
-    pub replace_env: bool,
+    pub(crate) replace_env: bool,
     /// A narrower sandbox than the policy's (never a wider one).
-    pub sandbox: Option<Policy>,
+    pub(crate) sandbox: Option<Policy>,
     /// A live session (streams merged, newest output kept for `wait_for`),
     /// not a one-shot run.
-    pub session: bool,
+    pub(crate) session: bool,
     /// Raw commands: blanks at the end of lines are kept (a door that must
     /// pass output on byte for byte, as SWE-ReX's); dropped otherwise.
-    pub keep_blanks: bool,
+    pub(crate) keep_blanks: bool,
 }
 
 /// A request refused before anything ran.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub(crate) struct Malformed {
-    pub id: Option<Value>,
-    pub tool: Option<String>,
-    pub kind: &'static str,
-    pub message: String,
+    pub(crate) id: Option<Value>,
+    pub(crate) tool: Option<String>,
+    pub(crate) kind: &'static str,
+    pub(crate) message: String,
 }
 
 const FIELDS: &[&str] = &[

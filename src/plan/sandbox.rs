@@ -32,10 +32,10 @@ impl Drop for ReportGuard {
 /// What a planned command is confined by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Confinement {
-    pub policy: Policy,
-    pub network: Network,
-    pub writable_roots: Vec<PathBuf>,
-    pub best_effort: bool,
+    pub(crate) policy: Policy,
+    pub(crate) network: Network,
+    pub(crate) writable_roots: Vec<PathBuf>,
+    pub(crate) best_effort: bool,
 }
 
 /// Puts a planned spec under `policy` (none: left as it is): the wrapper

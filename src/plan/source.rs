@@ -13,24 +13,24 @@ use crate::registry::{Registry, RegistryError};
 
 /// `--config`, `--profile`, `--root`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct RegistryArgs {
+pub(crate) struct RegistryArgs {
     /// The registry file (default: the built-in registry).
     #[arg(long, global = true, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    pub(crate) config: Option<PathBuf>,
     /// Narrow the registry to one of its profiles.
     #[arg(long, global = true, value_name = "NAME")]
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// The project root: default working directory, and the root `path`
     /// parameters are confined to (default: the current directory).
     #[arg(long, global = true, value_name = "DIR")]
-    pub root: Option<PathBuf>,
+    pub(crate) root: Option<PathBuf>,
 }
 
 impl RegistryArgs {
     /// The project root: `--root` (relative to the working directory), else
     /// the working directory; resolved, and a directory. The error is one
     /// line naming the path.
-    pub fn project_root(&self, ctx: &ProcessContext) -> Result<PathBuf, String> {
+    pub(crate) fn project_root(&self, ctx: &ProcessContext) -> Result<PathBuf, String> {
         let given = match (&self.root, ctx.cwd()) {
             (Some(root), Ok(cwd)) => cwd.join(root),
             (Some(root), Err(_)) => root.clone(),
@@ -47,7 +47,7 @@ impl RegistryArgs {
     }
 
     /// The registry these flags name, for `root`.
-    pub fn load(&self, root: &Path) -> Result<Registry, RegistryError> {
+    pub(crate) fn load(&self, root: &Path) -> Result<Registry, RegistryError> {
         Registry::load(self.config.as_deref(), self.profile.as_deref(), root)
     }
 }

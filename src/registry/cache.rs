@@ -17,10 +17,10 @@ use crate::result::NormalizedResult;
 /// What makes two requests the same run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
-    pub tool: String,
-    pub argv: Vec<OsString>,
-    pub cwd: PathBuf,
-    pub tty: bool,
+    pub(crate) tool: String,
+    pub(crate) argv: Vec<OsString>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) tty: bool,
 }
 
 /// At most this many results are kept; the oldest go first.

@@ -19,11 +19,11 @@ use super::{Availability, Registry, RegistryError};
 /// Everything read from a file tree, merged, before a profile narrows it.
 #[derive(Debug, Default)]
 pub(crate) struct Merged {
-    pub settings: Settings,
-    pub tools: Vec<ToolSpec>,
-    pub profiles: BTreeMap<String, Profile>,
-    pub problems: Vec<Problem>,
-    pub files: Vec<PathBuf>,
+    pub(crate) settings: Settings,
+    pub(crate) tools: Vec<ToolSpec>,
+    pub(crate) profiles: BTreeMap<String, Profile>,
+    pub(crate) problems: Vec<Problem>,
+    pub(crate) files: Vec<PathBuf>,
 }
 
 /// Reads `path` and its includes. A missing top file is an error; every other
@@ -167,7 +167,6 @@ pub(crate) fn build(
     merged: Merged,
     profile: Option<&str>,
     root: PathBuf,
-    source: Option<PathBuf>,
 ) -> Result<Registry, RegistryError> {
     if !merged.problems.is_empty() {
         return Err(RegistryError::Invalid {
@@ -206,9 +205,7 @@ pub(crate) fn build(
         tools,
         order,
         settings,
-        profile: chosen.map(|p| p.name),
         root,
-        source,
     })
 }
 

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 /// A place in a registry file (1-based line and column), or the built-in registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
+pub(crate) struct Location {
     /// The file; `None` for the built-in registry.
-    pub file: Option<Arc<Path>>,
-    pub line: usize,
-    pub column: usize,
+    pub(crate) file: Option<Arc<Path>>,
+    pub(crate) line: usize,
+    pub(crate) column: usize,
 }
 
 impl Default for Location {
@@ -24,20 +24,11 @@ impl Default for Location {
 
 impl Location {
     /// The place of something that has no file (the built-in registry).
-    pub fn builtin() -> Self {
+    pub(crate) fn builtin() -> Self {
         Self {
             file: None,
             line: 0,
             column: 0,
-        }
-    }
-
-    /// The start of a file (for problems with the file as a whole).
-    pub fn file_start(file: &Path) -> Self {
-        Self {
-            file: Some(Arc::from(file)),
-            line: 1,
-            column: 1,
         }
     }
 }
@@ -53,9 +44,9 @@ impl fmt::Display for Location {
 
 /// One problem of a registry: where and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub location: Location,
-    pub message: String,
+pub(crate) struct Problem {
+    pub(crate) location: Location,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for Problem {

@@ -31,18 +31,18 @@ type CounterDef = (&'static str, &'static str, fn(&ToolCounts) -> u64);
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub(crate) struct ToolCounts {
     /// Requests answered, whatever the answer.
-    pub calls: u64,
-    pub runs: u64,
-    pub successes: u64,
-    pub failures: u64,
-    pub timeouts: u64,
-    pub errors: u64,
-    pub busy: u64,
-    pub rejected: u64,
-    pub cached: u64,
+    pub(crate) calls: u64,
+    pub(crate) runs: u64,
+    pub(crate) successes: u64,
+    pub(crate) failures: u64,
+    pub(crate) timeouts: u64,
+    pub(crate) errors: u64,
+    pub(crate) busy: u64,
+    pub(crate) rejected: u64,
+    pub(crate) cached: u64,
     /// Cumulative counts per bucket of [`BUCKETS`] (plus `+Inf` = `runs`).
-    pub latency_buckets: Vec<u64>,
-    pub latency_sum_seconds: f64,
+    pub(crate) latency_buckets: Vec<u64>,
+    pub(crate) latency_sum_seconds: f64,
 }
 
 /// The metrics of one process.

@@ -31,7 +31,7 @@ pub(crate) use model::{Settings, ToolSpec};
 
 /// Why a registry could not be loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     #[error("cannot read registry file {path}: {source}")]
     Read {
         path: PathBuf,
@@ -63,7 +63,7 @@ fn describe_problems(problems: &[Problem]) -> String {
 
 /// Whether a tool may be requested under the active profile and policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Availability {
+pub(crate) enum Availability {
     Available,
     /// Left out by the active profile (message says why).
     DeniedByProfile(String),
@@ -73,23 +73,19 @@ pub enum Availability {
 
 /// A loaded, validated registry with its profile applied.
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub(crate) struct Registry {
     tools: BTreeMap<String, (Arc<ToolSpec>, Availability)>,
     order: Vec<String>,
     /// The effective settings (the profile's narrowing applied).
-    pub settings: Settings,
-    /// The active profile.
-    pub profile: Option<String>,
+    pub(crate) settings: Settings,
     /// The canonical project root.
-    pub root: PathBuf,
-    /// The registry file (`None` = built-in).
-    pub source: Option<PathBuf>,
+    pub(crate) root: PathBuf,
 }
 
 impl Registry {
     /// Loads `config` (and its includes) or, without one, the built-in
     /// registry; applies `profile`; `root` is the project root.
-    pub fn load(
+    pub(crate) fn load(
         config: Option<&Path>,
         profile: Option<&str>,
         root: &Path,
@@ -108,18 +104,18 @@ impl Registry {
             Some(path) => load::read_tree(path)?,
             None => load::read_builtin(&root),
         };
-        load::build(merged, profile, root, config.map(Path::to_path_buf))
+        load::build(merged, profile, root)
     }
 
     /// Every problem of a registry file and its includes (empty = clean),
     /// and how many tools it defines.
-    pub fn check(config: &Path) -> Result<(usize, Vec<Problem>), RegistryError> {
+    pub(crate) fn check(config: &Path) -> Result<(usize, Vec<Problem>), RegistryError> {
         let merged = load::read_tree(config)?;
         Ok((merged.tools.len(), merged.problems))
     }
 
     /// The tools requests may use, in file order.
-    pub fn tools(&self) -> impl Iterator<Item = &Arc<ToolSpec>> {
+    pub(crate) fn tools(&self) -> impl Iterator<Item = &Arc<ToolSpec>> {
         self.order
             .iter()
             .filter_map(|name| match self.tools.get(name) {
@@ -129,19 +125,19 @@ impl Registry {
     }
 
     /// Every tool with its availability, in file order.
-    pub fn all_tools(&self) -> impl Iterator<Item = (&Arc<ToolSpec>, &Availability)> {
+    pub(crate) fn all_tools(&self) -> impl Iterator<Item = (&Arc<ToolSpec>, &Availability)> {
         self.order
             .iter()
             .filter_map(|name| self.tools.get(name).map(|(t, a)| (t, a)))
     }
 
     /// One tool by name, whatever its availability.
-    pub fn lookup(&self, name: &str) -> Option<(&Arc<ToolSpec>, &Availability)> {
+    pub(crate) fn lookup(&self, name: &str) -> Option<(&Arc<ToolSpec>, &Availability)> {
         self.tools.get(name).map(|(t, a)| (t, a))
     }
 
     /// One available tool by name.
-    pub fn tool(&self, name: &str) -> Option<&Arc<ToolSpec>> {
+    pub(crate) fn tool(&self, name: &str) -> Option<&Arc<ToolSpec>> {
         match self.tools.get(name) {
             Some((tool, Availability::Available)) => Some(tool),
             _ => None,

@@ -15,14 +15,14 @@ use super::template::ArgTemplate;
 
 /// How much harm a tool can do. Ordered: `Low < Medium < High`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Risk {
+pub(crate) enum Risk {
     Low,
     Medium,
     High,
 }
 
 impl Risk {
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "low" => Some(Self::Low),
             "medium" => Some(Self::Medium),
@@ -31,7 +31,7 @@ impl Risk {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Low => "low",
             Self::Medium => "medium",
@@ -48,7 +48,7 @@ impl fmt::Display for Risk {
 
 /// Where a tool runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CwdPolicy {
+pub(crate) enum CwdPolicy {
     /// The project root (`--root`).
     ProjectRoot,
     /// The request's `workdir`, confined to the project root (default: the root).
@@ -69,7 +69,7 @@ impl fmt::Display for CwdPolicy {
 
 /// The type of a parameter (and of a list parameter's items).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParamType {
+pub(crate) enum ParamType {
     String,
     Integer,
     Number,
@@ -80,7 +80,7 @@ pub enum ParamType {
 }
 
 impl ParamType {
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "string" => Some(Self::String),
             "integer" => Some(Self::Integer),
@@ -93,7 +93,7 @@ impl ParamType {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::String => "string",
             Self::Integer => "integer",
@@ -108,31 +108,31 @@ impl ParamType {
 
 /// A typed parameter of a tool.
 #[derive(Debug, Clone)]
-pub struct ParamSpec {
-    pub name: String,
-    pub ty: ParamType,
+pub(crate) struct ParamSpec {
+    pub(crate) name: String,
+    pub(crate) ty: ParamType,
     /// For `list`: the type of each item (string, integer, number, enum or path).
-    pub items: ParamType,
-    pub required: bool,
-    pub default: Option<serde_json::Value>,
+    pub(crate) items: ParamType,
+    pub(crate) required: bool,
+    pub(crate) default: Option<serde_json::Value>,
     /// Bounds: the value for numbers, the length for strings, the item count for lists.
-    pub min: Option<f64>,
-    pub max: Option<f64>,
+    pub(crate) min: Option<f64>,
+    pub(crate) max: Option<f64>,
     /// Must match the whole value (each item for lists).
-    pub pattern: Option<Regex>,
+    pub(crate) pattern: Option<Regex>,
     /// Allowed values (for `enum`, or to narrow a string).
-    pub allowed: Vec<String>,
+    pub(crate) allowed: Vec<String>,
     /// For booleans: the argv element a `true` value becomes (false drops it).
-    pub flag: Option<String>,
+    pub(crate) flag: Option<String>,
     /// Values that start with `-` are refused unless this is set, so a value
     /// can never turn into an option of the program.
-    pub allow_leading_dash: bool,
-    pub description: Option<String>,
+    pub(crate) allow_leading_dash: bool,
+    pub(crate) description: Option<String>,
 }
 
 /// Whether a request may append a list of strings to the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExtraArgs {
+pub(crate) enum ExtraArgs {
     /// A list `args` is refused.
     None,
     /// Appended, but an element starting with `-` is refused.
@@ -143,84 +143,84 @@ pub enum ExtraArgs {
 
 /// One tool of the registry, validated.
 #[derive(Debug, Clone)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub command: Vec<ArgTemplate>,
-    pub params: Vec<ParamSpec>,
-    pub timeout: Option<Duration>,
-    pub cwd: CwdPolicy,
-    pub risk: Risk,
+pub(crate) struct ToolSpec {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) command: Vec<ArgTemplate>,
+    pub(crate) params: Vec<ParamSpec>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) cwd: CwdPolicy,
+    pub(crate) risk: Risk,
     /// Environment variable names passed through from the server.
-    pub env: Vec<String>,
+    pub(crate) env: Vec<String>,
     /// Secret names injected into the child only.
-    pub secrets: Vec<String>,
-    pub group: Option<String>,
+    pub(crate) secrets: Vec<String>,
+    pub(crate) group: Option<String>,
     /// The exclusive key (`exclusive = true` uses `tool:<name>`).
-    pub exclusive: Option<String>,
-    pub cache_ttl: Option<Duration>,
-    pub network: bool,
+    pub(crate) exclusive: Option<String>,
+    pub(crate) cache_ttl: Option<Duration>,
+    pub(crate) network: bool,
     /// `read-only`, `workspace-write` or `danger-full-access`.
-    pub sandbox: Option<Policy>,
-    pub interactive: bool,
-    pub extra_args: ExtraArgs,
+    pub(crate) sandbox: Option<Policy>,
+    pub(crate) interactive: bool,
+    pub(crate) extra_args: ExtraArgs,
     /// Where the tool was defined.
-    pub location: Location,
+    pub(crate) location: Location,
 }
 
 impl ToolSpec {
-    pub fn param(&self, name: &str) -> Option<&ParamSpec> {
+    pub(crate) fn param(&self, name: &str) -> Option<&ParamSpec> {
         self.params.iter().find(|p| p.name == name)
     }
 }
 
 /// `[scheduler]`: how many run at once and how many may wait.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SchedulerSettings {
-    pub global: Option<usize>,
-    pub queue: Option<usize>,
-    pub groups: BTreeMap<String, usize>,
+pub(crate) struct SchedulerSettings {
+    pub(crate) global: Option<usize>,
+    pub(crate) queue: Option<usize>,
+    pub(crate) groups: BTreeMap<String, usize>,
 }
 
 /// `[sandbox]`: defaults for tools without their own `sandbox`, and raw commands.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SandboxSettings {
-    pub default: Option<Policy>,
-    pub writable_roots: Vec<PathBuf>,
-    pub best_effort: bool,
+pub(crate) struct SandboxSettings {
+    pub(crate) default: Option<Policy>,
+    pub(crate) writable_roots: Vec<PathBuf>,
+    pub(crate) best_effort: bool,
     /// `network = "allow"`: raw commands and sandboxed tools may use the
     /// network; otherwise only a tool that says `network = true` may.
-    pub network: Network,
+    pub(crate) network: Network,
 }
 
 /// `[profiles.NAME]`: a narrower view of the registry.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Profile {
-    pub name: String,
-    pub max_risk: Option<Risk>,
-    pub approval: Option<Risk>,
+    pub(crate) name: String,
+    pub(crate) max_risk: Option<Risk>,
+    pub(crate) approval: Option<Risk>,
     /// Only these tools (empty = all).
-    pub tools: Vec<String>,
-    pub exclude: Vec<String>,
-    pub allow_raw_commands: Option<bool>,
-    pub location: Location,
+    pub(crate) tools: Vec<String>,
+    pub(crate) exclude: Vec<String>,
+    pub(crate) allow_raw_commands: Option<bool>,
+    pub(crate) location: Location,
 }
 
 /// The top-level settings of a registry.
 #[derive(Debug, Clone)]
-pub struct Settings {
-    pub max_risk: Risk,
+pub(crate) struct Settings {
+    pub(crate) max_risk: Risk,
     /// The lowest risk that needs `"approve": true`.
-    pub approval: Risk,
-    pub allow_raw_commands: bool,
+    pub(crate) approval: Risk,
+    pub(crate) allow_raw_commands: bool,
     /// The risk raw `command` requests count as (for `max_risk` and `approval`).
-    pub raw_commands_risk: Risk,
-    pub scheduler: SchedulerSettings,
-    pub sandbox: SandboxSettings,
+    pub(crate) raw_commands_risk: Risk,
+    pub(crate) scheduler: SchedulerSettings,
+    pub(crate) sandbox: SandboxSettings,
     /// `[env]`: variables set for every tool.
-    pub env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, String>,
     /// A `NAME=value` file of secrets (mode 0600).
-    pub secrets_file: Option<PathBuf>,
+    pub(crate) secrets_file: Option<PathBuf>,
 }
 
 impl Default for Settings {

@@ -26,8 +26,8 @@ pub(crate) enum Rendered {
 /// Where paths are resolved: the canonical project root and run directory.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PathContext<'a> {
-    pub root: &'a Path,
-    pub cwd: &'a Path,
+    pub(crate) root: &'a Path,
+    pub(crate) cwd: &'a Path,
 }
 
 /// Checks a default against its parameter (no path resolution: that happens per request).

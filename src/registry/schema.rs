@@ -7,12 +7,12 @@ use super::model::{CwdPolicy, ExtraArgs, ParamSpec, ParamType, ToolSpec};
 
 impl ToolSpec {
     /// The tool's name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The description, or a generated one naming the command.
-    pub fn description(&self) -> String {
+    pub(crate) fn description(&self) -> String {
         if self.description.is_empty() {
             let command: Vec<&str> = self.command.iter().map(|t| t.source.as_str()).collect();
             format!("Runs `{}`", command.join(" "))
@@ -22,7 +22,7 @@ impl ToolSpec {
     }
 
     /// A JSON schema (draft 2020-12 subset) of the tool's named parameters.
-    pub fn input_schema(&self) -> Value {
+    pub(crate) fn input_schema(&self) -> Value {
         let mut properties = Map::new();
         let mut required = Vec::new();
         for param in &self.params {
@@ -43,7 +43,7 @@ impl ToolSpec {
     }
 
     /// The OpenAI-style function definition.
-    pub fn function_schema(&self) -> Value {
+    pub(crate) fn function_schema(&self) -> Value {
         let mut function = json!({
             "name": self.name,
             "description": self.description(),

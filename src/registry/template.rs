@@ -8,29 +8,29 @@ use std::fmt;
 
 /// A piece of one command element.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
+pub(crate) enum Piece {
     Literal(String),
     Placeholder(String),
 }
 
 /// One command element with its placeholders found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgTemplate {
-    pub source: String,
-    pub pieces: Vec<Piece>,
+pub(crate) struct ArgTemplate {
+    pub(crate) source: String,
+    pub(crate) pieces: Vec<Piece>,
 }
 
 /// An element whose braces do not form placeholders.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("command element {element:?}: {reason}")]
-pub struct TemplateError {
-    pub element: String,
-    pub reason: String,
+pub(crate) struct TemplateError {
+    pub(crate) element: String,
+    pub(crate) reason: String,
 }
 
 impl ArgTemplate {
     /// Finds the placeholders of one element.
-    pub fn parse(element: &str) -> Result<Self, TemplateError> {
+    pub(crate) fn parse(element: &str) -> Result<Self, TemplateError> {
         let fail = |reason: &str| TemplateError {
             element: element.to_owned(),
             reason: reason.to_owned(),
@@ -83,7 +83,7 @@ impl ArgTemplate {
     }
 
     /// The placeholder names, in order.
-    pub fn placeholders(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn placeholders(&self) -> impl Iterator<Item = &str> {
         self.pieces.iter().filter_map(|p| match p {
             Piece::Placeholder(name) => Some(name.as_str()),
             Piece::Literal(_) => None,
@@ -91,7 +91,7 @@ impl ArgTemplate {
     }
 
     /// The parameter this element consists of entirely, if it is `{name}` alone.
-    pub fn whole_placeholder(&self) -> Option<&str> {
+    pub(crate) fn whole_placeholder(&self) -> Option<&str> {
         match self.pieces.as_slice() {
             [Piece::Placeholder(name)] => Some(name),
             _ => None,
@@ -99,7 +99,7 @@ impl ArgTemplate {
     }
 
     /// The placeholder the element starts with, if any (its value leads the element).
-    pub fn leading_placeholder(&self) -> Option<&str> {
+    pub(crate) fn leading_placeholder(&self) -> Option<&str> {
         match self.pieces.first() {
             Some(Piece::Placeholder(name)) => Some(name),
             _ => None,

@@ -55,27 +55,27 @@ impl Priority {
 /// What one request needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Demand {
-    pub group: Option<String>,
-    pub exclusive: Option<String>,
-    pub priority: Priority,
+    pub(crate) group: Option<String>,
+    pub(crate) exclusive: Option<String>,
+    pub(crate) priority: Priority,
 }
 
 /// The queue is full; try again after `retry_after_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the queue is full ({queued} waiting, {running} running); retry after {retry_after_ms} ms")]
 pub(crate) struct Busy {
-    pub retry_after_ms: u64,
-    pub queued: usize,
-    pub running: usize,
+    pub(crate) retry_after_ms: u64,
+    pub(crate) queued: usize,
+    pub(crate) running: usize,
 }
 
 /// A snapshot of the scheduler's load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Load {
-    pub running: usize,
-    pub queued: usize,
-    pub global: usize,
-    pub queue: usize,
+    pub(crate) running: usize,
+    pub(crate) queued: usize,
+    pub(crate) global: usize,
+    pub(crate) queue: usize,
 }
 
 struct Inner {

@@ -8,9 +8,9 @@ use super::{Demand, Priority};
 /// Limits: how many run at once, how many may wait, per-group caps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Limits {
-    pub global: usize,
-    pub queue: usize,
-    pub groups: BTreeMap<String, usize>,
+    pub(crate) global: usize,
+    pub(crate) queue: usize,
+    pub(crate) groups: BTreeMap<String, usize>,
 }
 
 /// Waiters are served by priority, then arrival (`seq`).
@@ -19,12 +19,12 @@ pub(super) type WaitKey = (std::cmp::Reverse<Priority>, u64);
 /// The state behind the mutex; `T` is what a waiter is woken with.
 #[derive(Debug)]
 pub(super) struct State<T> {
-    pub limits: Limits,
-    pub running: usize,
-    pub group_running: BTreeMap<String, usize>,
-    pub exclusive_held: BTreeSet<String>,
-    pub waiting: BTreeMap<WaitKey, (Demand, T)>,
-    pub next_seq: u64,
+    pub(crate) limits: Limits,
+    pub(crate) running: usize,
+    pub(crate) group_running: BTreeMap<String, usize>,
+    pub(crate) exclusive_held: BTreeSet<String>,
+    pub(crate) waiting: BTreeMap<WaitKey, (Demand, T)>,
+    pub(crate) next_seq: u64,
 }
 
 impl<T> State<T> {

@@ -12,9 +12,9 @@ use super::listen::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS_PER_CLIENT
 
 /// `serve` arguments.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub(crate) registry: RegistryArgs,
     /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
     /// instead of MCP on stdio; repeatable. PROTOCOL: mcp, sandboxd-grpc,
     /// sandboxd-rest, python-runtime, swerex.
@@ -23,34 +23,34 @@ pub struct ServeArgs {
     /// The token every listener request must carry: the first line of FILE
     /// (mode 0600). Default: $AGENT_REACH_TOKEN.
     #[arg(long, value_name = "FILE")]
-    pub token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
     /// Serve listeners off loopback without a token (the operator's choice,
     /// e.g. in a pod behind a NetworkPolicy).
     #[arg(long)]
-    pub no_auth: bool,
+    pub(crate) no_auth: bool,
     /// The sandbox of every raw command and of every tool without its own
     /// (overrides the registry's `[sandbox] default`).
     #[arg(long, value_name = "POLICY")]
-    pub sandbox: Option<Policy>,
+    pub(crate) sandbox: Option<Policy>,
     /// One more `Host` header value the HTTP listeners accept (besides the
     /// addresses they listen on); repeatable.
     #[arg(long, value_name = "HOST")]
-    pub allowed_host: Vec<String>,
+    pub(crate) allowed_host: Vec<String>,
     /// Kill the sessions of an MCP client silent for this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLIENT_IDLE_TIMEOUT.as_secs())]
-    pub client_idle_timeout: u64,
+    pub(crate) client_idle_timeout: u64,
     /// How many sessions one client may hold at once.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS_PER_CLIENT, value_parser = clap::value_parser!(usize))]
-    pub max_sessions_per_client: usize,
+    pub(crate) max_sessions_per_client: usize,
     /// Write the JSON log lines to this file (appended) instead of stderr.
     #[arg(long, value_name = "FILE")]
-    pub log_file: Option<PathBuf>,
+    pub(crate) log_file: Option<PathBuf>,
     /// How many sessions may live at once; when full, exited then least
     /// recently used ones are killed (never the 8 most recent).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub max_sessions: u64,
+    pub(crate) max_sessions: u64,
     /// Serve the metrics in the Prometheus text format over HTTP on this
     /// loopback address (e.g. 127.0.0.1:9464); other addresses are refused.
     #[arg(long, value_name = "ADDR")]
-    pub metrics_addr: Option<SocketAddr>,
+    pub(crate) metrics_addr: Option<SocketAddr>,
 }

@@ -53,7 +53,7 @@ use server::{AgentReachServer, ServeConfig};
 const RUNTIME_STOP: Duration = Duration::from_secs(1);
 
 /// `agent-reach serve ...`: serves until the client goes away or a signal.
-pub fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
+pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     let session = match ProcessSession::start(&mut ctx) {
         Ok(s) => s,
         Err(e) => {

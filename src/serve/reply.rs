@@ -22,21 +22,21 @@ pub(crate) enum ReplyState {
 /// Everything a reply says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Reply {
-    pub wall_time_seconds: f64,
-    pub exit_code: Option<i32>,
-    pub session_id: Option<u64>,
-    pub state: ReplyState,
-    pub original_token_count: u64,
-    pub output: String,
-    pub truncated: bool,
-    pub full_output_path: Option<String>,
+    pub(crate) wall_time_seconds: f64,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) session_id: Option<u64>,
+    pub(crate) state: ReplyState,
+    pub(crate) original_token_count: u64,
+    pub(crate) output: String,
+    pub(crate) truncated: bool,
+    pub(crate) full_output_path: Option<String>,
     /// What the sandbox enforced, for a confined command (as `run --json`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<crate::result::SandboxAttestation>,
+    pub(crate) sandbox: Option<crate::result::SandboxAttestation>,
     /// Things the caller must know that are not about this command, such as
     /// a session pruned to make room. Omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Reply {

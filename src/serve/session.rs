@@ -64,10 +64,10 @@ pub(crate) enum SessionState {
 /// A command the table keeps.
 #[derive(Debug)]
 pub(crate) struct CommandSession {
-    pub exec: Execution,
-    pub command: String,
-    pub tty: bool,
-    pub started: Instant,
+    pub(crate) exec: Execution,
+    pub(crate) command: String,
+    pub(crate) tty: bool,
+    pub(crate) started: Instant,
     last_call: Mutex<Instant>,
     /// The command's end was counted in the metrics.
     end_counted: AtomicBool,

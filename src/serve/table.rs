@@ -65,7 +65,7 @@ pub(crate) enum Lookup<S> {
     "the server holds its limit of {max} sessions (--max-sessions), none of them this client's to make room with; try again when other clients' sessions end"
 )]
 pub(crate) struct TableFull {
-    pub max: usize,
+    pub(crate) max: usize,
 }
 
 #[derive(Debug)]

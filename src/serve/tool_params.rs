@@ -35,37 +35,37 @@ pub(crate) const FALLBACK_SHELL: &str = "/bin/bash";
 #[serde(deny_unknown_fields)]
 pub(crate) struct ExecCommandParams {
     /// The shell command line to run, e.g. `cargo test` or `npm run dev`.
-    pub cmd: String,
+    pub(crate) cmd: String,
     /// Working directory; relative paths are taken from the server root. Default: the server root.
     #[serde(default)]
-    pub workdir: Option<String>,
+    pub(crate) workdir: Option<String>,
     /// The shell that runs `cmd` (default `$SHELL`, else /bin/bash).
     #[serde(default)]
-    pub shell: Option<String>,
+    pub(crate) shell: Option<String>,
     /// Run the shell as a login shell (`-lc` instead of `-c`).
     #[serde(default)]
-    pub login: Option<bool>,
+    pub(crate) login: Option<bool>,
     /// Run on a pseudo-terminal: needed for prompts, REPLs, password questions and anything you will type into with write_stdin. Default false (pipes, stdin closed).
     #[serde(default)]
-    pub tty: Option<bool>,
+    pub(crate) tty: Option<bool>,
     /// How long to wait for the command before handing control back (default 10000, clamped 250..30000). The command keeps running as a session when this runs out.
     #[serde(default, deserialize_with = "lenient::opt_u64")]
     #[schemars(with = "Option<u64>")]
-    pub yield_time_ms: Option<u64>,
+    pub(crate) yield_time_ms: Option<u64>,
     /// Fold the output of this reply to about this many tokens (default 10000).
     #[serde(default, deserialize_with = "lenient::opt_usize")]
     #[schemars(with = "Option<u64>")]
-    pub max_output_tokens: Option<usize>,
+    pub(crate) max_output_tokens: Option<usize>,
     /// Kill the command after this many milliseconds (exit 124). Default: never; a session lives until it exits or is killed.
     #[serde(default, deserialize_with = "lenient::opt_u64")]
     #[schemars(with = "Option<u64>")]
-    pub timeout_ms: Option<u64>,
+    pub(crate) timeout_ms: Option<u64>,
     /// A regex: return as soon as new output matches it (e.g. `listening on|ready`).
     #[serde(default)]
-    pub wait_for: Option<String>,
+    pub(crate) wait_for: Option<String>,
     /// Confine the command: `read-only`, `workspace-write` or `danger-full-access`.
     #[serde(default)]
-    pub sandbox: Option<String>,
+    pub(crate) sandbox: Option<String>,
 }
 
 /// Arguments of `write_stdin`.
@@ -75,21 +75,21 @@ pub(crate) struct WriteStdinParams {
     /// The session to write to, from a reply's `session_id`.
     #[serde(deserialize_with = "lenient::u64")]
     #[schemars(with = "u64")]
-    pub session_id: u64,
+    pub(crate) session_id: u64,
     /// Characters to type; "" (the default) only polls for new output. Escapes such as "\n", "\u0003" (Ctrl-C) and "\u0004" (Ctrl-D) are sent as written.
     #[serde(default)]
-    pub chars: Option<String>,
+    pub(crate) chars: Option<String>,
     /// How long to wait for new output (250 after a write, clamped 250..30000; 5000 for an empty poll, clamped 5000..300000).
     #[serde(default, deserialize_with = "lenient::opt_u64")]
     #[schemars(with = "Option<u64>")]
-    pub yield_time_ms: Option<u64>,
+    pub(crate) yield_time_ms: Option<u64>,
     /// Fold the output of this reply to about this many tokens (default 10000).
     #[serde(default, deserialize_with = "lenient::opt_usize")]
     #[schemars(with = "Option<u64>")]
-    pub max_output_tokens: Option<usize>,
+    pub(crate) max_output_tokens: Option<usize>,
     /// A regex: return as soon as new output matches it.
     #[serde(default)]
-    pub wait_for: Option<String>,
+    pub(crate) wait_for: Option<String>,
 }
 
 /// Arguments of `kill_session`.
@@ -99,7 +99,7 @@ pub(crate) struct KillSessionParams {
     /// The session to end.
     #[serde(deserialize_with = "lenient::u64")]
     #[schemars(with = "u64")]
-    pub session_id: u64,
+    pub(crate) session_id: u64,
 }
 
 /// Arguments of `apply_patch`.
@@ -107,10 +107,10 @@ pub(crate) struct KillSessionParams {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApplyPatchParams {
     /// The whole patch, from `*** Begin Patch` to `*** End Patch`.
-    pub input: String,
+    pub(crate) input: String,
     /// The directory the patch's relative paths start from (default: the server root).
     #[serde(default)]
-    pub workdir: Option<String>,
+    pub(crate) workdir: Option<String>,
 }
 
 /// `list_sessions` takes nothing.
@@ -134,25 +134,25 @@ pub(crate) enum ParamError {
 /// A validated `exec_command`.
 #[derive(Debug, Clone)]
 pub(crate) struct ExecRequest {
-    pub argv: Vec<String>,
-    pub cmd: String,
-    pub workdir: PathBuf,
-    pub tty: bool,
-    pub yield_time: Duration,
-    pub max_output_tokens: usize,
-    pub timeout: Option<Duration>,
-    pub wait_for: Option<Regex>,
-    pub sandbox: Option<crate::sandbox::Policy>,
+    pub(crate) argv: Vec<String>,
+    pub(crate) cmd: String,
+    pub(crate) workdir: PathBuf,
+    pub(crate) tty: bool,
+    pub(crate) yield_time: Duration,
+    pub(crate) max_output_tokens: usize,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) wait_for: Option<Regex>,
+    pub(crate) sandbox: Option<crate::sandbox::Policy>,
 }
 
 /// A validated `write_stdin`.
 #[derive(Debug, Clone)]
 pub(crate) struct PollRequest {
-    pub session_id: u64,
-    pub chars: String,
-    pub yield_time: Duration,
-    pub max_output_tokens: usize,
-    pub wait_for: Option<Regex>,
+    pub(crate) session_id: u64,
+    pub(crate) chars: String,
+    pub(crate) yield_time: Duration,
+    pub(crate) max_output_tokens: usize,
+    pub(crate) wait_for: Option<Regex>,
 }
 
 /// Applies defaults and clamps to `exec_command`'s arguments.

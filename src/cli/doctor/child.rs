@@ -16,9 +16,9 @@ use nix::unistd::{ForkResult, fork, pipe};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct ChildReport {
     /// The child's `Ok`/`Err` (its exit status 0 or not).
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// The line it wrote (or why no line came back).
-    pub line: String,
+    pub(crate) line: String,
 }
 
 /// Runs `probe` in a forked child; its `Ok`/`Err` string comes back.

@@ -31,10 +31,10 @@ use sandbox_run::{SandboxState, SandboxVerdict};
 pub(crate) struct DoctorArgs {
     /// Print the report as JSON.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// The registry whose needs decide the exit code (default: built-in).
     #[command(flatten)]
-    pub registry: RegistryArgs,
+    pub(crate) registry: RegistryArgs,
 }
 
 /// How processes a command left behind are found and killed.
@@ -53,37 +53,37 @@ pub(crate) enum EscapeeKill {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Verdict {
     /// What `run --sandbox` (and a config's sandbox) gets.
-    pub sandbox: SandboxVerdict,
+    pub(crate) sandbox: SandboxVerdict,
     /// How escapees are killed.
-    pub escapee_kill: EscapeeKill,
+    pub(crate) escapee_kill: EscapeeKill,
     /// The usual port of each `serve --listen` protocol.
-    pub listeners: Vec<PortProbe>,
+    pub(crate) listeners: Vec<PortProbe>,
     /// What the configuration needs, in words.
-    pub needs: Vec<String>,
+    pub(crate) needs: Vec<String>,
     /// Whether every needed probe passed (exit 0).
-    pub ok: bool,
+    pub(crate) ok: bool,
 }
 
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Report {
-    pub version: &'static str,
-    pub landlock_abi: Option<u32>,
-    pub cores: usize,
-    pub default_concurrency: usize,
-    pub default_queue: usize,
-    pub path_dir: String,
-    pub probes: Vec<Probe>,
-    pub verdict: Verdict,
+    pub(crate) version: &'static str,
+    pub(crate) landlock_abi: Option<u32>,
+    pub(crate) cores: usize,
+    pub(crate) default_concurrency: usize,
+    pub(crate) default_queue: usize,
+    pub(crate) path_dir: String,
+    pub(crate) probes: Vec<Probe>,
+    pub(crate) verdict: Verdict,
 }
 
 /// What a registry asks of the machine.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Needs {
     /// A confining sandbox, strictly (no `best_effort`): who asks for it.
-    pub sandbox: Option<String>,
+    pub(crate) sandbox: Option<String>,
     /// A PTY: the interactive tool that asks for it.
-    pub pty: Option<String>,
+    pub(crate) pty: Option<String>,
 }
 
 impl Needs {

@@ -17,14 +17,14 @@ use crate::path_guard::PathGuard;
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Probe {
     /// Short stable name.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// Whether the feature is usable.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// The value found, or why the probe failed.
-    pub detail: String,
+    pub(crate) detail: String,
     /// Whether the configuration needs it (doctor exits 1 when a needed
     /// probe failed).
-    pub needed: bool,
+    pub(crate) needed: bool,
 }
 
 /// A probe from its result; not needed until the configuration says so.
@@ -297,38 +297,38 @@ pub(crate) const USUAL_PORTS: &[(&str, u16)] = &[
 /// Whether one usual listener port can be bound.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PortProbe {
-    pub protocol: &'static str,
-    pub port: u16,
-    pub free: bool,
+    pub(crate) protocol: &'static str,
+    pub(crate) port: u16,
+    pub(crate) free: bool,
     /// `free`, or why binding failed (in use, permission).
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 #[cfg(not(target_os = "linux"))]
 mod elsewhere {
     //! Landlock, seccomp, user namespaces, cgroups and the subreaper are Linux's.
     use super::{Probe, probe};
-    pub fn landlock_abi() -> Result<u32, String> {
+    pub(crate) fn landlock_abi() -> Result<u32, String> {
         Err("Landlock is Linux-only".into())
     }
-    pub fn landlock() -> Probe {
+    pub(crate) fn landlock() -> Probe {
         probe("landlock", Err("Landlock is Linux-only".into()))
     }
-    pub fn seccomp() -> Probe {
+    pub(crate) fn seccomp() -> Probe {
         probe("seccomp", Err("seccomp is Linux-only".into()))
     }
-    pub fn pty() -> Probe {
+    pub(crate) fn pty() -> Probe {
         probe("pty", Err("not probed on this platform".into()))
     }
-    pub fn user_namespaces() -> Probe {
+    pub(crate) fn user_namespaces() -> Probe {
         probe("user_namespaces", Err("Linux-only".into()))
     }
-    pub fn cgroup() -> Probe {
+    pub(crate) fn cgroup() -> Probe {
         probe("cgroup_v2", Err("Linux-only".into()))
     }
-    pub fn subreaper() -> Probe {
+    pub(crate) fn subreaper() -> Probe {
         probe("subreaper", Err("Linux-only".into()))
     }
 }
 #[cfg(not(target_os = "linux"))]
-pub use elsewhere::*;
+pub(crate) use elsewhere::*;

@@ -29,10 +29,10 @@ pub(crate) enum SandboxState {
 /// The verdict and why.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct SandboxVerdict {
-    pub state: SandboxState,
-    pub detail: String,
+    pub(crate) state: SandboxState,
+    pub(crate) detail: String,
     /// The attestation of the start that worked.
-    pub attestation: Option<SandboxAttestation>,
+    pub(crate) attestation: Option<SandboxAttestation>,
 }
 
 /// Starts the sandbox personality of `exe` on `exe --version`, its report

@@ -36,11 +36,11 @@ use crate::result::Status;
 #[derive(Debug, Clone)]
 pub(crate) struct ServeConfig {
     /// `--root`: the default working directory.
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     /// Our environment (`$SHELL` for `exec_command`).
-    pub env: BTreeMap<OsString, OsString>,
+    pub(crate) env: BTreeMap<OsString, OsString>,
     /// `--max-sessions`.
-    pub max_sessions: usize,
+    pub(crate) max_sessions: usize,
 }
 
 /// The MCP server; cheap to clone. Every client shares one table; each
