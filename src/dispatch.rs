@@ -53,7 +53,7 @@ fn strip_exe_suffix(name: &str) -> &str {
 )]
 pub(crate) struct UnknownPersonality {
     /// The name given after `--agent-reach-run-as=`.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 /// Splits a full argv into the personality and the arguments it gets.

@@ -234,7 +234,7 @@ fn link_executable(src: &Path, dest: &Path) -> Result<(), PathGuardError> {
 #[derive(Debug)]
 pub(crate) struct ProcessSession {
     /// Owns `$AGENT_REACH_HOME/tmp/path/<random>`.
-    pub path_guard: PathGuard,
+    pub(crate) path_guard: PathGuard,
 }
 
 impl ProcessSession {

@@ -27,20 +27,20 @@ pub(crate) enum Status {
 /// Bytes each stream produced, before any folding.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct OriginalBytes {
-    pub stdout: u64,
-    pub stderr: u64,
+    pub(crate) stdout: u64,
+    pub(crate) stderr: u64,
 }
 
 /// What the sandbox enforced, as `agent-reach-sandbox --report` wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SandboxAttestation {
     /// `enforced`, `partial` or `none`.
-    pub fs: String,
+    pub(crate) fs: String,
     /// `enforced` or `none`.
-    pub net: String,
+    pub(crate) net: String,
     /// The Landlock ABI the kernel granted, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub abi: Option<u32>,
+    pub(crate) abi: Option<u32>,
 }
 
 impl SandboxAttestation {
@@ -55,14 +55,14 @@ impl SandboxAttestation {
 /// A stable error kind and a one-line message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ResultError {
-    pub kind: String,
-    pub message: String,
+    pub(crate) kind: String,
+    pub(crate) message: String,
     /// Only with `status: busy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_after_ms: Option<u64>,
+    pub(crate) retry_after_ms: Option<u64>,
     /// Processes the command started that could not be killed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub survivors: Vec<u32>,
+    pub(crate) survivors: Vec<u32>,
 }
 
 /// Every field of the normalized result, as the contract names them.
@@ -86,20 +86,20 @@ pub const FIELDS: &[&str] = &[
 /// The normalized result of one execution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct NormalizedResult {
-    pub id: Option<serde_json::Value>,
-    pub tool: Option<String>,
-    pub status: Status,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub stdout: String,
-    pub stderr: String,
-    pub duration_ms: u64,
-    pub truncated: bool,
-    pub original_bytes: OriginalBytes,
-    pub full_output_path: Option<String>,
-    pub sandbox: Option<SandboxAttestation>,
-    pub cached: bool,
-    pub error: Option<ResultError>,
+    pub(crate) id: Option<serde_json::Value>,
+    pub(crate) tool: Option<String>,
+    pub(crate) status: Status,
+    pub(crate) exit_code: Option<i32>,
+    pub(crate) signal: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) duration_ms: u64,
+    pub(crate) truncated: bool,
+    pub(crate) original_bytes: OriginalBytes,
+    pub(crate) full_output_path: Option<String>,
+    pub(crate) sandbox: Option<SandboxAttestation>,
+    pub(crate) cached: bool,
+    pub(crate) error: Option<ResultError>,
 }
 
 impl NormalizedResult {

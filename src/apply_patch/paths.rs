@@ -14,10 +14,10 @@ use std::path::{Component, Path, PathBuf};
 pub(super) struct ResolvedPath {
     /// Where the file's contents live: symbolic links followed, the last
     /// component included. Updates read and write here.
-    pub target: PathBuf,
+    pub(crate) target: PathBuf,
     /// The directory entry itself: links followed in the parent only.
     /// Deletes and the source of a move act here.
-    pub entry: PathBuf,
+    pub(crate) entry: PathBuf,
 }
 
 /// Why a path may not be used.

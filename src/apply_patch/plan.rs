@@ -23,11 +23,11 @@ use super::text::TextFile;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FileAttrs {
     /// Permission bits (`st_mode & 0o7777`).
-    pub mode: u32,
+    pub(crate) mode: u32,
     /// Owner.
-    pub uid: u32,
+    pub(crate) uid: u32,
     /// Group.
-    pub gid: u32,
+    pub(crate) gid: u32,
 }
 
 impl From<&Metadata> for FileAttrs {
@@ -126,9 +126,9 @@ pub(crate) enum FileWrite {
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     /// The writes, in the order the paths were first touched.
-    pub writes: Vec<FileWrite>,
+    pub(crate) writes: Vec<FileWrite>,
     /// What to report once written.
-    pub report: ApplyReport,
+    pub(crate) report: ApplyReport,
 }
 
 struct Planner<'a> {

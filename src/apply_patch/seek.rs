@@ -40,18 +40,18 @@ pub(super) struct Haystack<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Found {
     /// Index of the first matching line.
-    pub index: usize,
+    pub(crate) index: usize,
     /// How strictly it matched.
-    pub level: MatchLevel,
+    pub(crate) level: MatchLevel,
 }
 
 /// The region of a file that looks most like lines that were not found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Candidate {
     /// Index of the region's first line.
-    pub index: usize,
+    pub(crate) index: usize,
     /// How many of the wanted lines the region has (after normalizing).
-    pub same_lines: usize,
+    pub(crate) same_lines: usize,
 }
 
 impl<'a> Haystack<'a> {

@@ -32,9 +32,9 @@ impl Eol {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Line {
     /// The line's bytes, without `\n` / `\r\n`.
-    pub bytes: Vec<u8>,
+    pub(crate) bytes: Vec<u8>,
     /// How it ended in the file.
-    pub eol: Eol,
+    pub(crate) eol: Eol,
 }
 
 impl Line {
@@ -48,9 +48,9 @@ impl Line {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct TextFile {
     /// The lines; a final newline does not make an empty last line.
-    pub lines: Vec<Line>,
+    pub(crate) lines: Vec<Line>,
     /// The ending new lines get: `\r\n` when most lines use it.
-    pub dominant_eol: Eol,
+    pub(crate) dominant_eol: Eol,
 }
 
 impl TextFile {

@@ -10,9 +10,9 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct NumberedLine<'a> {
     /// 1-based line number in the original text.
-    pub number: usize,
+    pub(crate) number: usize,
     /// The line without its `\n` or `\r\n`.
-    pub text: &'a str,
+    pub(crate) text: &'a str,
 }
 
 /// Splits `input` into numbered lines and removes surrounding blank lines,

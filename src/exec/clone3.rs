@@ -47,11 +47,11 @@ pub(super) struct CloneArgs {
 /// A child started by [`spawn`].
 #[derive(Debug)]
 pub(crate) struct Cloned {
-    pub pid: i32,
-    pub pidfd: OwnedFd,
-    pub stdin: Option<OwnedFd>,
-    pub stdout: Option<OwnedFd>,
-    pub stderr: Option<OwnedFd>,
+    pub(crate) pid: i32,
+    pub(crate) pidfd: OwnedFd,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
 }
 
 /// Why [`spawn`] did not start anything.

@@ -23,17 +23,17 @@ use crate::output::{CaptureConfig, Captured, Redactor, SpillStore, StreamCapture
 /// What a capture is built with.
 #[derive(Debug, Clone)]
 pub(crate) struct SinkConfig {
-    pub cap_bytes: usize,
-    pub secrets: Vec<(String, Vec<u8>)>,
-    pub keep_color: bool,
-    pub keep_blanks: bool,
-    pub tty: bool,
+    pub(crate) cap_bytes: usize,
+    pub(crate) secrets: Vec<(String, Vec<u8>)>,
+    pub(crate) keep_color: bool,
+    pub(crate) keep_blanks: bool,
+    pub(crate) tty: bool,
     /// Names the spill file (`<tag>-stdout`).
-    pub label: String,
+    pub(crate) label: String,
     /// The spill store, when the full output is kept on disk.
-    pub spill: Option<SpillStore>,
+    pub(crate) spill: Option<SpillStore>,
     /// Raw bytes after which the sink skims; `u64::MAX` = never.
-    pub skim_after: u64,
+    pub(crate) skim_after: u64,
 }
 
 /// Opens the spill store under `home`; `None` (no file, the fold marker

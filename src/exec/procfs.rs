@@ -10,11 +10,11 @@ use std::io::Read;
 /// The state letter and parent, process group and session of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProcStat {
-    pub pid: i32,
-    pub state: u8,
-    pub ppid: i32,
-    pub pgrp: i32,
-    pub session: i32,
+    pub(crate) pid: i32,
+    pub(crate) state: u8,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
+    pub(crate) session: i32,
 }
 
 impl ProcStat {
@@ -108,9 +108,9 @@ pub(crate) fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
 /// One live process as a membership test needs it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LiveProcess {
-    pub stat: ProcStat,
+    pub(crate) stat: ProcStat,
     /// Its environment carries the tag looked for.
-    pub tagged: bool,
+    pub(crate) tagged: bool,
 }
 
 /// Every live process (not us), with whether its environment carries

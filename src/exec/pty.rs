@@ -16,8 +16,8 @@ pub(crate) const ROWS: u16 = 50;
 /// The master (ours) and slave (the command's) ends of a new PTY.
 #[derive(Debug)]
 pub(crate) struct PtyPair {
-    pub master: OwnedFd,
-    pub slave: OwnedFd,
+    pub(crate) master: OwnedFd,
+    pub(crate) slave: OwnedFd,
 }
 
 /// Opens a PTY pair of this window size (default [`COLUMNS`] x [`ROWS`]),

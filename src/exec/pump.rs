@@ -50,12 +50,12 @@ const FLOOD_PAUSE_MIN_PIPE: usize = 512 * 1024;
 /// One output descriptor.
 #[derive(Debug)]
 pub(crate) struct Source {
-    pub fd: OwnedFd,
-    pub kind: StreamKind,
+    pub(crate) fd: OwnedFd,
+    pub(crate) kind: StreamKind,
     /// `Some` on a PTY: `\r\n` back to `\n`.
-    pub crlf: Option<CrlfNormalizer>,
+    pub(crate) crlf: Option<CrlfNormalizer>,
     /// The pipe's capacity in bytes; 0 for a PTY (never paused for).
-    pub pipe_capacity: usize,
+    pub(crate) pipe_capacity: usize,
 }
 
 /// What a read attempt found.
@@ -77,23 +77,23 @@ pub(crate) fn pidfd_open(pid: i32) -> Option<OwnedFd> {
 /// Everything the pump needs, handed to it once the command started.
 #[derive(Debug)]
 pub(crate) struct Job {
-    pub shared: Arc<Shared>,
-    pub sources: Vec<Source>,
-    pub pidfd: Option<OwnedFd>,
-    pub wake: UnixStream,
-    pub timeout_at: Option<Instant>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) sources: Vec<Source>,
+    pub(crate) pidfd: Option<OwnedFd>,
+    pub(crate) wake: UnixStream,
+    pub(crate) timeout_at: Option<Instant>,
     /// A signalfd of the caller's: a signal read from it is recorded in the
     /// state ([`State::interrupted`](super::state::State::interrupted)).
-    pub interrupt: Option<OwnedFd>,
+    pub(crate) interrupt: Option<OwnedFd>,
     /// The pump runs on the caller's thread, which cannot start the
     /// clean-ups while it reads: the pump starts them itself (on a thread
     /// of their own, since they wait out the grace), once, when a signal
     /// was read while the command runs or when output stays open
     /// [`EXIT_SETTLE`] after the exit.
-    pub supervise: bool,
+    pub(crate) supervise: bool,
     /// The caller's tap: output goes there instead of the captures, and
     /// while it is full no output is read (see [`super::tap`]).
-    pub tap: Option<TapWriter>,
+    pub(crate) tap: Option<TapWriter>,
 }
 
 impl Job {

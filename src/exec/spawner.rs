@@ -127,36 +127,36 @@ pub(crate) enum ChildStdio {
 #[derive(Debug)]
 pub(crate) struct ForkRequest {
     /// The resolved executable.
-    pub program: PathBuf,
+    pub(crate) program: PathBuf,
     /// The full argv, argv[0] as the user gave it.
-    pub argv: Vec<OsString>,
-    pub cwd: PathBuf,
-    pub env: std::collections::BTreeMap<OsString, OsString>,
-    pub stdio: ChildStdio,
+    pub(crate) argv: Vec<OsString>,
+    pub(crate) cwd: PathBuf,
+    pub(crate) env: std::collections::BTreeMap<OsString, OsString>,
+    pub(crate) stdio: ChildStdio,
     /// The execution's cgroup: its directory (to be born in it with
     /// clone3) and its `cgroup.procs` open for writing (the fallback: the
     /// child moves itself in between fork and exec).
-    pub cgroup: Option<CgroupFds>,
+    pub(crate) cgroup: Option<CgroupFds>,
 }
 
 /// Descriptors of the execution's cgroup.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CgroupFds {
-    pub dir: RawFd,
-    pub procs: RawFd,
+    pub(crate) dir: RawFd,
+    pub(crate) procs: RawFd,
 }
 
 /// A started child and the registration that keeps the reaper off it.
 #[derive(Debug)]
 pub(crate) struct Forked {
-    pub pid: i32,
+    pub(crate) pid: i32,
     /// Its pidfd, when clone3 made one.
-    pub pidfd: Option<OwnedFd>,
+    pub(crate) pidfd: Option<OwnedFd>,
     /// The write end of its stdin pipe, when one was asked for.
-    pub stdin: Option<OwnedFd>,
-    pub stdout: Option<OwnedFd>,
-    pub stderr: Option<OwnedFd>,
-    pub known: KnownChildGuard,
+    pub(crate) stdin: Option<OwnedFd>,
+    pub(crate) stdout: Option<OwnedFd>,
+    pub(crate) stderr: Option<OwnedFd>,
+    pub(crate) known: KnownChildGuard,
 }
 
 type Job = Box<dyn FnOnce() + Send>;

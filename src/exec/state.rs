@@ -180,26 +180,26 @@ pub(crate) const MATCH_BUFFER_BYTES: usize = 1024 * 1024;
 /// The mutable part.
 #[derive(Debug)]
 pub(crate) struct State {
-    pub exit: Option<ExitInfo>,
-    pub exited_at: Option<Instant>,
-    pub timed_out: bool,
-    pub output_done: bool,
-    pub stop_reading: bool,
-    pub last_output_at: Option<Instant>,
-    pub captures: Captures,
-    pub match_buf: Vec<u8>,
+    pub(crate) exit: Option<ExitInfo>,
+    pub(crate) exited_at: Option<Instant>,
+    pub(crate) timed_out: bool,
+    pub(crate) output_done: bool,
+    pub(crate) stop_reading: bool,
+    pub(crate) last_output_at: Option<Instant>,
+    pub(crate) captures: Captures,
+    pub(crate) match_buf: Vec<u8>,
     /// Bytes of `match_buf` already searched without a match.
-    pub match_scanned: usize,
-    pub survivors: Vec<u32>,
+    pub(crate) match_scanned: usize,
+    pub(crate) survivors: Vec<u32>,
     /// A window was taken: its fold marker may name the spill files.
-    pub windows_taken: bool,
+    pub(crate) windows_taken: bool,
     /// [`Captures::total_raw_bytes`] at the last take.
-    pub taken_raw_bytes: u64,
+    pub(crate) taken_raw_bytes: u64,
     /// Keep raw output for `wait_for` (sessions: merged output or a PTY).
-    pub keep_for_matching: bool,
+    pub(crate) keep_for_matching: bool,
     /// A signal read from the caller's interrupt descriptor (see
     /// [`Execution::spawn_inline`](super::Execution::spawn_inline)).
-    pub interrupted: Option<i32>,
+    pub(crate) interrupted: Option<i32>,
 }
 
 impl State {
@@ -240,29 +240,29 @@ impl State {
 /// What the pump, the watcher and the callers share.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub pid: i32,
-    pub tag: String,
-    pub tty: bool,
-    pub started_at: Instant,
-    pub kill_grace: Duration,
-    pub drain: Duration,
-    pub cgroup: Option<CgroupGuard>,
+    pub(crate) pid: i32,
+    pub(crate) tag: String,
+    pub(crate) tty: bool,
+    pub(crate) started_at: Instant,
+    pub(crate) kill_grace: Duration,
+    pub(crate) drain: Duration,
+    pub(crate) cgroup: Option<CgroupGuard>,
     /// A copy of the PTY master for writing and for the foreground group.
-    pub pty_master: Option<OwnedFd>,
+    pub(crate) pty_master: Option<OwnedFd>,
     /// The write end of the command's stdin pipe, while open (see
     /// [`super::tap::Attach::stdin_pipe`]).
-    pub stdin: Mutex<Option<OwnedFd>>,
-    pub state: Mutex<State>,
-    pub changed: Condvar,
-    pub events: tokio::sync::watch::Sender<u64>,
+    pub(crate) stdin: Mutex<Option<OwnedFd>>,
+    pub(crate) state: Mutex<State>,
+    pub(crate) changed: Condvar,
+    pub(crate) events: tokio::sync::watch::Sender<u64>,
     /// One byte written here wakes the pump thread out of `poll`.
-    pub wake: UnixStream,
+    pub(crate) wake: UnixStream,
     /// Only one termination runs at a time.
-    pub kill_lock: Mutex<()>,
+    pub(crate) kill_lock: Mutex<()>,
     /// Counts this execution for the orphan attribution rule.
-    pub _live: super::kill::LiveExecutionGuard,
+    pub(crate) _live: super::kill::LiveExecutionGuard,
     /// Keeps the reaper off the command until [`Shared::reap_main`].
-    pub known: Mutex<Option<super::spawner::KnownChildGuard>>,
+    pub(crate) known: Mutex<Option<super::spawner::KnownChildGuard>>,
 }
 
 impl Drop for Shared {

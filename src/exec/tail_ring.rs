@@ -10,9 +10,9 @@
 /// What a skimmed stretch held beyond the bytes kept.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SkimCounts {
-    pub dropped_bytes: u64,
-    pub dropped_newlines: u64,
-    pub saw_nul: bool,
+    pub(crate) dropped_bytes: u64,
+    pub(crate) dropped_newlines: u64,
+    pub(crate) saw_nul: bool,
 }
 
 /// Keeps the newest `cap` bytes pushed and counts all of them.

@@ -48,8 +48,8 @@ pub struct Attach {
 /// One read of output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TapChunk {
-    pub kind: StreamKind,
-    pub bytes: Vec<u8>,
+    pub(crate) kind: StreamKind,
+    pub(crate) bytes: Vec<u8>,
 }
 
 /// The pump's end of a tap.

@@ -32,11 +32,11 @@ pub(crate) const FULL_FS_ABI: u32 = 3;
 /// What the kernel granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct LandlockOutcome {
-    pub fs: FsLevel,
+    pub(crate) fs: FsLevel,
     /// The kernel's Landlock ABI; `None` when Landlock is unavailable.
-    pub abi: Option<u32>,
+    pub(crate) abi: Option<u32>,
     /// Why Landlock is unavailable, when it is.
-    pub unavailable: Option<&'static str>,
+    pub(crate) unavailable: Option<&'static str>,
 }
 
 /// Restricts the calling thread (and what it execs) to `plan`.

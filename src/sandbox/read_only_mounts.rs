@@ -179,12 +179,12 @@ fn remount_read_only(path: &Path, flags: MsFlags) -> Result<(), nix::Error> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MountEntry {
     /// Where it is mounted (the kernel's octal escapes undone).
-    pub point: PathBuf,
-    pub read_only: bool,
+    pub(crate) point: PathBuf,
+    pub(crate) read_only: bool,
     /// Its per-mount flags that a read-only remount must keep.
-    pub flags: MsFlags,
+    pub(crate) flags: MsFlags,
     /// Whether it propagates mount events to peers (`shared:N`).
-    pub shared: bool,
+    pub(crate) shared: bool,
 }
 
 /// Parses `/proc/self/mountinfo`: mount point (field 5), per-mount options
