@@ -31,6 +31,14 @@ pub struct OriginalBytes {
     pub stderr: u64,
 }
 
+/// The spill file of each stream that was folded (`null` for one shown
+/// whole).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FullOutputPaths {
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
 /// What the sandbox enforced, as `agent-reach-sandbox --report` wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxAttestation {
@@ -78,6 +86,7 @@ pub const FIELDS: &[&str] = &[
     "truncated",
     "original_bytes",
     "full_output_path",
+    "full_output_paths",
     "sandbox",
     "cached",
     "error",
@@ -97,6 +106,7 @@ pub struct NormalizedResult {
     pub truncated: bool,
     pub original_bytes: OriginalBytes,
     pub full_output_path: Option<String>,
+    pub full_output_paths: FullOutputPaths,
     pub sandbox: Option<SandboxAttestation>,
     pub cached: bool,
     pub error: Option<ResultError>,
@@ -123,6 +133,7 @@ impl NormalizedResult {
             truncated: false,
             original_bytes: OriginalBytes::default(),
             full_output_path: None,
+            full_output_paths: FullOutputPaths::default(),
             sandbox: None,
             cached: false,
             error: Some(ResultError {
