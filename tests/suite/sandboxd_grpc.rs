@@ -249,7 +249,10 @@ fn stopping_the_server_kills_the_processes_of_its_streams() {
     let env = TestEnv::new();
     let server = GrpcServer::open(&env);
     let pid_file = env.work().join("pid");
-    let stream = runtime().block_on(async {
+    // The runtime outlives the stream: dropping it would close the
+    // connection, and a client going away kills its processes by itself.
+    let rt = runtime();
+    let stream = rt.block_on(async {
         let mut client = server.client().await;
         let (_id, mut stream) = start(
             &mut client,
@@ -276,6 +279,7 @@ fn stopping_the_server_kills_the_processes_of_its_streams() {
         "{pid} outlived the server"
     );
     drop(stream);
+    drop(rt);
 }
 
 #[test]
