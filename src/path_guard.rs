@@ -3,7 +3,9 @@
 //!
 //! A model that types `apply_patch <<'EOF'` in a shell agent-reach started must
 //! find the tool with nothing installed. So every process that runs commands
-//! for others creates `$AGENT_REACH_HOME/tmp/path/<random>` (0700) before any
+//! for others creates `$XDG_RUNTIME_DIR/agent-reach/path/<random>` when that
+//! names a writable directory, else `$AGENT_REACH_HOME/tmp/path/<random>`
+//! (0700), before any
 //! thread starts, fills it with links, and holds an advisory lock on a
 //! `.lock` file inside it for as long as the [`PathGuard`] lives. Dropping the
 //! guard removes the directory. A process killed with SIGKILL cannot drop
@@ -55,9 +57,9 @@ pub struct PathGuard {
 
 impl PathGuard {
     /// Sweeps stale siblings, then creates and fills a fresh directory under
-    /// `<home>/tmp/path` with links to `exe`.
-    pub fn create(home: &Path, exe: &Path) -> Result<Self, PathGuardError> {
-        let parent = path_root(home);
+    /// `root` (a [`path_root`]) with links to `exe`.
+    pub fn create(root: &Path, exe: &Path) -> Result<Self, PathGuardError> {
+        let parent = root.to_path_buf();
         create_private_dir_all(&parent)?;
         // A failed sweep only leaves litter behind; it must not stop a start.
         let _ = sweep_stale(&parent);
@@ -109,9 +111,24 @@ impl Drop for PathGuard {
     }
 }
 
-/// Where session PATH directories live for a given agent-reach home.
-pub(crate) fn path_root(home: &Path) -> PathBuf {
+/// Where session PATH directories live: under `runtime_dir`
+/// (`$XDG_RUNTIME_DIR`, a tmpfs: cheaper) when it names a writable
+/// directory, else under the agent-reach home.
+pub fn path_root(home: &Path, runtime_dir: Option<&std::ffi::OsStr>) -> PathBuf {
+    use nix::unistd::{AccessFlags, access};
+    if let Some(dir) = runtime_dir.map(Path::new)
+        && dir.is_absolute()
+        && dir.is_dir()
+        && access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok()
+    {
+        return dir.join("agent-reach").join("path");
+    }
     home.join("tmp").join("path")
+}
+
+/// [`path_root`] for this process: its home and its `$XDG_RUNTIME_DIR`.
+pub(crate) fn session_path_root(ctx: &ProcessContext) -> PathBuf {
+    path_root(&ctx.agent_reach_home(), ctx.var("XDG_RUNTIME_DIR"))
 }
 
 #[cfg(not(windows))]
@@ -233,7 +250,7 @@ fn link_executable(src: &Path, dest: &Path) -> Result<(), PathGuardError> {
 /// The per-process session state: holds the PATH directory alive.
 #[derive(Debug)]
 pub(crate) struct ProcessSession {
-    /// Owns `$AGENT_REACH_HOME/tmp/path/<random>`.
+    /// Owns the `<random>` directory under [`session_path_root`].
     pub(crate) path_guard: PathGuard,
 }
 
@@ -243,7 +260,7 @@ impl ProcessSession {
     /// this process a child subreaper so orphaned grandchildren come back to
     /// us instead of init, where we can still kill them.
     pub(crate) fn start(ctx: &mut ProcessContext) -> Result<Self, PathGuardError> {
-        let path_guard = PathGuard::create(&ctx.agent_reach_home(), &ctx.exe)?;
+        let path_guard = PathGuard::create(&session_path_root(ctx), &ctx.exe)?;
         let new_path = path_guard.prepend_to(ctx.var("PATH"));
         // SAFETY: called from dispatch before any thread is started.
         unsafe { std::env::set_var("PATH", &new_path) };
@@ -276,9 +293,9 @@ mod tests {
     fn guard_creates_private_dir_with_links_and_removes_it_on_drop() {
         let home = tempfile::tempdir().unwrap();
         let exe = std::env::current_exe().unwrap();
-        let guard = PathGuard::create(home.path(), &exe).unwrap();
+        let guard = PathGuard::create(&path_root(home.path(), None), &exe).unwrap();
         let dir = guard.dir().to_path_buf();
-        assert!(dir.starts_with(path_root(home.path())));
+        assert!(dir.starts_with(path_root(home.path(), None)));
         assert_eq!(
             fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
             0o700
@@ -299,7 +316,11 @@ mod tests {
     #[test]
     fn drop_removes_the_directory_even_with_files_put_in_it() {
         let home = tempfile::tempdir().unwrap();
-        let guard = PathGuard::create(home.path(), &std::env::current_exe().unwrap()).unwrap();
+        let guard = PathGuard::create(
+            &path_root(home.path(), None),
+            &std::env::current_exe().unwrap(),
+        )
+        .unwrap();
         let dir = guard.dir().to_path_buf();
         fs::write(dir.join("left-by-a-command"), "x").unwrap();
         fs::create_dir(dir.join("sub")).unwrap();
@@ -311,11 +332,11 @@ mod tests {
     fn sweep_removes_unlocked_and_keeps_locked_dirs() {
         let home = tempfile::tempdir().unwrap();
         let exe = std::env::current_exe().unwrap();
-        let live = PathGuard::create(home.path(), &exe).unwrap();
-        let dead = path_root(home.path()).join("sdead");
+        let live = PathGuard::create(&path_root(home.path(), None), &exe).unwrap();
+        let dead = path_root(home.path(), None).join("sdead");
         fs::create_dir_all(&dead).unwrap();
         fs::write(dead.join(LOCK_FILE_NAME), "").unwrap();
-        let removed = sweep_stale(&path_root(home.path())).unwrap();
+        let removed = sweep_stale(&path_root(home.path(), None)).unwrap();
         assert_eq!(removed, vec![dead.clone()]);
         assert!(!dead.exists());
         assert!(live.dir().exists());
@@ -324,7 +345,11 @@ mod tests {
     #[test]
     fn prepend_puts_dir_first_once() {
         let home = tempfile::tempdir().unwrap();
-        let guard = PathGuard::create(home.path(), &std::env::current_exe().unwrap()).unwrap();
+        let guard = PathGuard::create(
+            &path_root(home.path(), None),
+            &std::env::current_exe().unwrap(),
+        )
+        .unwrap();
         let joined = guard.prepend_to(Some(std::ffi::OsStr::new("/usr/bin:/bin")));
         let parts: Vec<_> = std::env::split_paths(&joined).collect();
         assert_eq!(parts[0], guard.dir());

@@ -31,6 +31,14 @@ pub(crate) struct OriginalBytes {
     pub(crate) stderr: u64,
 }
 
+/// The spill file of each stream that was folded (`null` for one shown
+/// whole).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FullOutputPaths {
+    pub(crate) stdout: Option<String>,
+    pub(crate) stderr: Option<String>,
+}
+
 /// What the sandbox enforced, as `agent-reach-sandbox --report` wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SandboxAttestation {
@@ -78,6 +86,7 @@ pub const FIELDS: &[&str] = &[
     "truncated",
     "original_bytes",
     "full_output_path",
+    "full_output_paths",
     "sandbox",
     "cached",
     "error",
@@ -97,6 +106,7 @@ pub(crate) struct NormalizedResult {
     pub(crate) truncated: bool,
     pub(crate) original_bytes: OriginalBytes,
     pub(crate) full_output_path: Option<String>,
+    pub(crate) full_output_paths: FullOutputPaths,
     pub(crate) sandbox: Option<SandboxAttestation>,
     pub(crate) cached: bool,
     pub(crate) error: Option<ResultError>,
@@ -123,6 +133,7 @@ impl NormalizedResult {
             truncated: false,
             original_bytes: OriginalBytes::default(),
             full_output_path: None,
+            full_output_paths: FullOutputPaths::default(),
             sandbox: None,
             cached: false,
             error: Some(ResultError {

@@ -205,7 +205,6 @@ class AsyncClient:
         priority: Optional[str] = None,
         approve: Optional[bool] = None,
         max_output_tokens: Optional[int] = None,
-        sandbox: Optional[str] = None,
     ) -> Result:
         options = dict(
             workdir=None if workdir is None else os.fspath(workdir),
@@ -214,7 +213,6 @@ class AsyncClient:
             priority=priority,
             approve=approve,
             max_output_tokens=max_output_tokens,
-            sandbox=sandbox,
         )
         return await self.request(proto.command_request(argv, options))
 

@@ -250,7 +250,6 @@ class Client:
         priority: Optional[str] = None,
         approve: Optional[bool] = None,
         max_output_tokens: Optional[int] = None,
-        sandbox: Optional[str] = None,
     ) -> Result:
         """Runs a raw argv (no shell), where the policy allows raw commands."""
         options = dict(
@@ -260,7 +259,6 @@ class Client:
             priority=priority,
             approve=approve,
             max_output_tokens=max_output_tokens,
-            sandbox=sandbox,
         )
         return self.request(proto.command_request(argv, options))
 

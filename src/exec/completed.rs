@@ -7,7 +7,9 @@ use std::time::Duration;
 use super::execution::Execution;
 use super::glue::{RenderOptions, Rendered};
 use super::state::{Captures, ExitInfo};
-use crate::result::{NormalizedResult, OriginalBytes, ResultError, SandboxAttestation};
+use crate::result::{
+    FullOutputPaths, NormalizedResult, OriginalBytes, ResultError, SandboxAttestation,
+};
 
 /// A finished command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,8 +22,11 @@ pub struct Completed {
     /// Some output was left out of `stdout` or `stderr`.
     pub truncated: bool,
     pub(crate) original_bytes: OriginalBytes,
-    /// The spill file with the full output of a truncated stream.
+    /// The spill file with the full output of a truncated stream: stdout's
+    /// if it was folded, else stderr's.
     pub full_output_path: Option<PathBuf>,
+    /// Each folded stream's spill file (stdout, stderr).
+    pub full_output_paths: [Option<PathBuf>; 2],
     /// Processes the command started that could not be killed.
     pub survivors: Vec<u32>,
     /// What the sandbox wrapper reported, when there was one.
@@ -66,13 +71,13 @@ impl Completed {
                 }
             }
         }
-        let full_output_path = if stdout.truncated {
-            spills[0].clone()
-        } else if stderr.truncated {
-            spills[1].clone()
-        } else {
-            None
-        };
+        let full_output_paths = [
+            spills[0].clone().filter(|_| stdout.truncated),
+            spills[1].clone().filter(|_| stderr.truncated),
+        ];
+        let full_output_path = full_output_paths[0]
+            .clone()
+            .or_else(|| full_output_paths[1].clone());
         let sandbox = execution
             .spec()
             .attestation_file
@@ -89,6 +94,7 @@ impl Completed {
             stderr,
             duration: ended.saturating_duration_since(started),
             full_output_path,
+            full_output_paths,
             survivors,
             sandbox,
         }
@@ -129,6 +135,14 @@ impl Completed {
                 .full_output_path
                 .as_ref()
                 .map(|p| p.to_string_lossy().into_owned()),
+            full_output_paths: FullOutputPaths {
+                stdout: self.full_output_paths[0]
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned()),
+                stderr: self.full_output_paths[1]
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned()),
+            },
             sandbox: self.sandbox.clone(),
             cached: false,
             error,

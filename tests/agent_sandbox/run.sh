@@ -6,16 +6,9 @@
 # if any check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/common/python.sh
 venv="${AGENT_SANDBOX_TEST_VENV:-target/agent-sandbox-venv}"
-python="${PYTHON:-python3}"
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import k8s_agent_sandbox, grpc' 2>/dev/null; then
-    echo "== making $venv with k8s-agent-sandbox[grpc]"
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check 'k8s-agent-sandbox[grpc]>=1.0.8,<1.1'
-fi
-bin="${AGENT_REACH_BIN:-target/debug/agent-reach}"
-if [[ -z "${AGENT_REACH_BIN:-}" ]]; then
-    cargo build --quiet --bin agent-reach
-fi
+venv_with "$venv" 'k8s_agent_sandbox, grpc' 'k8s-agent-sandbox[grpc]>=1.0.8,<1.1'
+bin=$(test_binary)
 echo "== k8s-agent-sandbox client against $bin"
 exec timeout 300 "$venv/bin/python" tests/agent_sandbox/client_test.py "$bin"

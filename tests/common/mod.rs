@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod process;
+pub use process::{ServerProcess, gone_within, is_alive, pid_in};
+
 /// Names the binary under test instead of cargo's build (CI points it at
 /// the one `install.sh` installed: the shipped binary is the tested one).
 pub const TEST_BIN_VAR: &str = "AGENT_REACH_TEST_BIN";

@@ -81,6 +81,9 @@ if command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; 
   fi
 else
   echo "SKIPPED FROM scratch image: no Docker daemon answers here" >&2
+  case ",${AGENT_REACH_REQUIRE:-}," in
+    *,docker,*) echo "FAIL FROM scratch image: AGENT_REACH_REQUIRE says this machine has docker"; fail=1 ;;
+  esac
 fi
 
 if [ "$fail" = 0 ]; then echo "release: all checks passed"; else echo "release: FAILED"; fi

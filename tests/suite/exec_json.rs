@@ -551,3 +551,35 @@ fn a_secrets_file_must_be_private() {
         run.stdout_str()
     );
 }
+
+#[test]
+fn a_result_names_the_spill_file_of_each_folded_stream() {
+    let env = TestEnv::new();
+    let flood = "for i in $(seq 1 5000); do echo out $i; echo err $i >&2; done";
+    let only_err = "echo short; for i in $(seq 1 5000); do echo err $i >&2; done";
+    let input = format!(
+        "{}\n{}\n",
+        json!({"id": "both", "command": ["sh", "-c", flood], "max_output_tokens": 100}),
+        json!({"id": "err", "command": ["sh", "-c", only_err], "max_output_tokens": 100}),
+    );
+    let run = env.cmd().args(["exec", "--jsonl"]).stdin(input).run();
+    run.success();
+    let r = parse_lines(&run.stdout_str());
+    let both = &r["both"];
+    let out = both["full_output_paths"]["stdout"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{both}"));
+    let err = both["full_output_paths"]["stderr"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{both}"));
+    assert_ne!(out, err, "{both}");
+    assert!(std::fs::read_to_string(out).unwrap().contains("out 5000\n"));
+    assert!(std::fs::read_to_string(err).unwrap().contains("err 5000\n"));
+    assert_eq!(both["full_output_path"], out, "stdout's when it was folded");
+    let only = &r["err"];
+    assert_eq!(only["full_output_paths"]["stdout"], Value::Null, "{only}");
+    let err = only["full_output_paths"]["stderr"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{only}"));
+    assert_eq!(only["full_output_path"], err, "else stderr's");
+}

@@ -6,7 +6,7 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_reach::path_guard::{LOCK_FILE_NAME, PathGuard};
+use agent_reach::path_guard::{LOCK_FILE_NAME, PathGuard, path_root};
 
 use crate::common::TestEnv;
 
@@ -111,7 +111,7 @@ fn sweep_removes_dir_of_sigkilled_owner_and_keeps_live_ones() {
 
     // A live owner whose lock is held must survive the sweep.
     let home = env.ar_home();
-    let live = PathGuard::create(&home, &crate::common::bin()).unwrap();
+    let live = PathGuard::create(&path_root(&home, None), &crate::common::bin()).unwrap();
 
     env.cmd().args(["shell", "--", "true"]).run().success();
     assert!(!dead_dir.exists(), "stale {dead_dir:?} was not swept");
@@ -129,7 +129,7 @@ fn guard_is_removed_when_its_owner_panics() {
     let home = env.ar_home();
     let seen = std::sync::Mutex::new(None);
     let outcome = std::panic::catch_unwind(|| {
-        let guard = PathGuard::create(&home, &crate::common::bin()).unwrap();
+        let guard = PathGuard::create(&path_root(&home, None), &crate::common::bin()).unwrap();
         *seen.lock().unwrap() = Some(guard.dir().to_path_buf());
         panic!("owner panics while holding the guard");
     });
@@ -162,4 +162,32 @@ fn dirs_are_private() {
     result.success().stdout_is("700\n");
     let mode = fs::metadata(env.path_root()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
+}
+
+#[test]
+fn the_path_dir_goes_under_a_writable_xdg_runtime_dir_else_under_the_home() {
+    let env = TestEnv::new();
+    let runtime = env.root.path().join("run-user");
+    fs::create_dir(&runtime).unwrap();
+    let first_entry = |xdg: &std::path::Path| {
+        let result = env
+            .cmd()
+            .env("XDG_RUNTIME_DIR", xdg)
+            .args(["shell", "--", "sh", "-c", "echo ${PATH%%:*}"])
+            .run();
+        result.success();
+        PathBuf::from(result.stdout_str().trim())
+    };
+    let dir = first_entry(&runtime);
+    assert!(
+        dir.starts_with(runtime.join("agent-reach").join("path")),
+        "{dir:?} is not under the runtime dir"
+    );
+    assert!(!dir.exists(), "{dir:?} left behind");
+    let missing = env.root.path().join("no-such-dir");
+    let dir = first_entry(&missing);
+    assert!(
+        dir.starts_with(env.path_root()),
+        "{dir:?}: a runtime dir that is not there falls back to the home"
+    );
 }

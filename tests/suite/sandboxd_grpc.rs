@@ -3,7 +3,7 @@
 //! Execute, the deadline, Start streams with a PTY, stdin, signals and
 //! resizes, what a command leaves behind, floods, the policy and the token.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_reach::serve::sandboxd_grpc::proto::process_v1::{
@@ -13,12 +13,12 @@ use agent_reach::serve::sandboxd_grpc::proto::process_v1::{
 };
 use tonic::transport::Channel;
 
-use crate::common::TestEnv;
+use crate::common::{ServerProcess, TestEnv, gone_within, is_alive, pid_in};
 
 /// A `serve` process with one sandboxd-grpc listener on a loopback port of
 /// its choosing; killed (and waited for) when dropped.
 struct GrpcServer {
-    child: Child,
+    process: ServerProcess,
     addr: String,
 }
 
@@ -67,7 +67,10 @@ impl GrpcServer {
         let addr = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the server never said where it listens");
-        Self { child, addr }
+        Self {
+            process: ServerProcess::new(child),
+            addr,
+        }
     }
 
     async fn client(&self) -> ProcessServiceClient<Channel> {
@@ -77,37 +80,14 @@ impl GrpcServer {
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// SIGTERM, then the exit status (bounded wait).
     fn stop(mut self) -> std::process::ExitStatus {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the server did not stop within 10 s of SIGTERM");
-    }
-}
-
-impl Drop for GrpcServer {
-    fn drop(&mut self) {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let end = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < end {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process
+            .stop()
+            .expect("the server did not stop within 10 s of SIGTERM")
     }
 }
 
@@ -194,27 +174,6 @@ async fn start(
     }
 }
 
-fn is_alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| {
-            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-            !state.starts_with('Z')
-        })
-        .unwrap_or(false)
-}
-
-/// Waits (bounded) for `pid` to be gone; returns whether it is.
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let end = Instant::now() + limit;
-    while Instant::now() < end {
-        if !is_alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !is_alive(pid)
-}
-
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
@@ -290,7 +249,10 @@ fn stopping_the_server_kills_the_processes_of_its_streams() {
     let env = TestEnv::new();
     let server = GrpcServer::open(&env);
     let pid_file = env.work().join("pid");
-    let stream = runtime().block_on(async {
+    // The runtime outlives the stream: dropping it would close the
+    // connection, and a client going away kills its processes by itself.
+    let rt = runtime();
+    let stream = rt.block_on(async {
         let mut client = server.client().await;
         let (_id, mut stream) = start(
             &mut client,
@@ -308,11 +270,7 @@ fn stopping_the_server_kills_the_processes_of_its_streams() {
         read_until(&mut stream, &mut output, |o| o.ends_with(b"up\n")).await;
         (client, stream)
     });
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&pid_file);
     assert!(is_alive(pid), "the command {pid} is not running");
     let status = server.stop();
     assert!(status.success(), "serve exited with {status}");
@@ -321,6 +279,7 @@ fn stopping_the_server_kills_the_processes_of_its_streams() {
         "{pid} outlived the server"
     );
     drop(stream);
+    drop(rt);
 }
 
 #[test]
@@ -429,11 +388,7 @@ fn a_start_stream_past_its_deadline_ends_deadline_exceeded_and_kills_the_process
         };
         assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
     });
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&pid_file);
     assert!(
         gone_within(pid, Duration::from_secs(5)),
         "{pid} outlived the deadline"
@@ -720,11 +675,7 @@ fn an_endless_flood_streams_in_flat_memory_and_stops_with_the_client() {
         );
         drop(stream);
     });
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = pid_in(&pid_file);
     assert!(
         gone_within(pid, Duration::from_secs(5)),
         "the flood {pid} outlived its stream"

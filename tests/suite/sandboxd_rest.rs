@@ -8,13 +8,13 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::common::{TestEnv, bin};
+use crate::common::{ServerProcess, TestEnv, bin};
 
 /// The token the listener tests run with.
 pub(crate) const TOKEN: &str = "t0ken-for-tests";
@@ -24,8 +24,9 @@ const START_LIMIT: Duration = Duration::from_secs(20);
 /// A `serve` process with `sandboxd-rest` and `python-runtime` listeners on
 /// loopback, its work dir the workspace; killed and reaped on drop.
 pub(crate) struct Listening {
+    // Dropped first: the server stops before its workspace goes.
+    _process: ServerProcess,
     pub(crate) env: TestEnv,
-    child: Child,
     pub(crate) rest: String,
     pub(crate) runtime: String,
     pub(crate) http: reqwest::Client,
@@ -74,7 +75,7 @@ impl Listening {
         let known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
         let listening = Self {
             env,
-            child,
+            _process: ServerProcess::new(child),
             rest: format!("http://127.0.0.1:{rest_port}"),
             runtime: format!("http://127.0.0.1:{runtime_port}"),
             http: reqwest::Client::builder()
@@ -133,21 +134,6 @@ impl Listening {
             .send()
             .await
             .unwrap()
-    }
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

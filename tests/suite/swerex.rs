@@ -5,36 +5,19 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::TestEnv;
+use crate::common::{ServerProcess, TestEnv, gone_within, pid_in};
 
 const KEY: &str = "suite-key";
 
 /// A running `swerex-remote` on a loopback port; killed when dropped.
 struct ServerGuard {
-    child: Child,
+    _process: ServerProcess,
     base: String,
-}
-
-impl Drop for ServerGuard {
-    fn drop(&mut self) {
-        // SAFETY: a signal to the child we started and have not reaped.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start(env: &TestEnv) -> ServerGuard {
@@ -64,7 +47,7 @@ fn start(env: &TestEnv) -> ServerGuard {
         .spawn()
         .unwrap();
     let guard = ServerGuard {
-        child,
+        _process: ServerProcess::new(child),
         base: format!("http://127.0.0.1:{port}"),
     };
     for _ in 0..400 {
@@ -237,11 +220,7 @@ fn a_timeout_kills_the_command_and_the_shell_comes_back() {
             (status, class_of(&timed_out)),
             (511, "swerex.exceptions.CommandTimeoutError")
         );
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid = pid_in(&pid_file);
         assert!(
             gone_within(pid, Duration::from_secs(5)),
             "process {pid} outlived its timeout"
@@ -337,16 +316,4 @@ fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
         writer.write_all(text.as_bytes()).unwrap();
     }
     writer.finish().unwrap().into_inner()
-}
-
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if stat.is_empty() || stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    !Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -7,17 +7,10 @@
 # non-zero if any check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/common/python.sh
 venv="${SWEREX_TEST_VENV:-target/swerex-venv}"
-python="${PYTHON:-python3}"
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import swerex, aiohttp, pytest, pytest_asyncio' 2>/dev/null; then
-    echo "== making $venv with swe-rex"
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check 'swe-rex>=1.4,<2' aiohttp pytest pytest-asyncio requests
-fi
-bin="${AGENT_REACH_BIN:-target/debug/agent-reach}"
-if [[ -z "${AGENT_REACH_BIN:-}" ]]; then
-    cargo build --quiet --bin agent-reach
-fi
+venv_with "$venv" 'swerex, aiohttp, pytest, pytest_asyncio' 'swe-rex>=1.4,<2' aiohttp pytest pytest-asyncio requests
+bin=$(test_binary)
 links="target/swerex-links"
 mkdir -p "$links"
 ln -sf "$(realpath "$bin")" "$links/swerex-remote"

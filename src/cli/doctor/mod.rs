@@ -157,9 +157,10 @@ fn needs(args: &RegistryArgs, ctx: &ProcessContext) -> Result<Needs, String> {
 /// Probes this machine; `needs` marks the probes that decide the verdict.
 pub(crate) fn probe_all(ctx: &ProcessContext, needs: &Needs) -> Report {
     let home = ctx.agent_reach_home();
+    let path_root = crate::path_guard::session_path_root(ctx);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let mut probes = vec![
-        probes::path_dir(&home, &ctx.exe),
+        probes::path_dir(&path_root, &ctx.exe),
         probes::landlock(),
         probes::seccomp(),
         probes::pty(),
@@ -212,7 +213,7 @@ pub(crate) fn probe_all(ctx: &ProcessContext, needs: &Needs) -> Report {
         cores,
         default_concurrency: cores * 3,
         default_queue: cores * 24,
-        path_dir: crate::path_guard::path_root(&home).display().to_string(),
+        path_dir: path_root.display().to_string(),
         probes,
         verdict: Verdict {
             sandbox,
@@ -292,6 +293,7 @@ mod tests {
         let mut ctx = ProcessContext::capture(Vec::new());
         ctx.env
             .insert("AGENT_REACH_HOME".into(), home.as_os_str().to_owned());
+        ctx.env.remove(std::ffi::OsStr::new("XDG_RUNTIME_DIR"));
         ctx
     }
 

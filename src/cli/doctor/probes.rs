@@ -43,8 +43,8 @@ pub(crate) fn probe(name: &'static str, result: Result<String, String>) -> Probe
 
 /// The session PATH directory, made with its links and removed again, by
 /// the same code `run`, `exec`, `serve` and `shell` use.
-pub(crate) fn path_dir(home: &Path, exe: &Path) -> Probe {
-    let result = match PathGuard::create(home, exe) {
+pub(crate) fn path_dir(root: &Path, exe: &Path) -> Probe {
+    let result = match PathGuard::create(root, exe) {
         Ok(guard) => {
             let dir = guard.dir().to_path_buf();
             drop(guard);
