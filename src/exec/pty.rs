@@ -96,30 +96,27 @@ pub(crate) struct CrlfNormalizer {
 }
 
 impl CrlfNormalizer {
-    /// Converts one chunk.
+    /// Converts one chunk. Runs without `\r` are copied whole (memchr):
+    /// a flood through a terminal is mostly such runs.
     pub(crate) fn push(&mut self, input: &[u8]) -> Vec<u8> {
         if input.is_empty() {
             return Vec::new();
         }
         let mut out = Vec::with_capacity(input.len() + 1);
-        let mut bytes = input.iter().copied().peekable();
-        if self.pending_cr {
-            self.pending_cr = false;
-            if bytes.peek() != Some(&b'\n') {
-                out.push(b'\r');
-            }
+        let mut rest = input;
+        if std::mem::take(&mut self.pending_cr) && rest.first().is_some_and(|&b| b != b'\n') {
+            out.push(b'\r');
         }
-        while let Some(byte) = bytes.next() {
-            if byte == b'\r' {
-                match bytes.peek() {
-                    Some(b'\n') => {}
-                    Some(_) => out.push(b'\r'),
-                    None => self.pending_cr = true,
-                }
-            } else {
-                out.push(byte);
+        while let Some(at) = memchr::memchr(b'\r', rest) {
+            out.extend_from_slice(&rest[..at]);
+            match rest.get(at + 1) {
+                Some(b'\n') => {}
+                Some(_) => out.push(b'\r'),
+                None => self.pending_cr = true,
             }
+            rest = &rest[at + 1..];
         }
+        out.extend_from_slice(rest);
         out
     }
 
@@ -159,6 +156,8 @@ mod tests {
         assert_eq!(normalize(&[b"10%\r20%\r", b"done\n"]), b"10%\r20%\rdone\n");
         assert_eq!(normalize(&[b"end\r"]), b"end\r");
         assert_eq!(normalize(&[b"\r\r\n"]), b"\r\n");
+        assert_eq!(normalize(&[b"a\r", b"", b"b"]), b"a\rb");
+        assert_eq!(normalize(&[b"a\r", b"\r", b"\n\r"]), b"a\r\n\r");
     }
 
     #[test]

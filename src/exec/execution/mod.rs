@@ -162,8 +162,14 @@ impl Execution {
         // two reads is found.
         let from = state.match_scanned.saturating_sub(4096);
         let from = floor_char_boundary(&state.match_buf, from);
-        let text = String::from_utf8_lossy(&state.match_buf[from..]);
-        if pattern.is_match(&text) {
+        let bytes = &state.match_buf[from..];
+        // Valid UTF-8 (the usual case) is searched in place, without the
+        // copy a lossy conversion makes.
+        let found = match std::str::from_utf8(bytes) {
+            Ok(text) => pattern.is_match(text),
+            Err(_) => pattern.is_match(&String::from_utf8_lossy(bytes)),
+        };
+        if found {
             return Some(WaitEnd::Matched);
         }
         state.match_scanned = state.match_buf.len();

@@ -70,11 +70,14 @@ impl ShellProtocol {
 
     /// The rc file (`bash --rcfile`): the system's and the user's bashrc as
     /// an interactive bash reads them, the startup sources, then our prompt.
+    /// The terminal does no output processing (`-opost`): the kernel's
+    /// per-byte `\n` → `\r\n` halves a flood's rate, and the cleaner reads a
+    /// bare `\n` as the end of a line anyway.
     pub(crate) fn rc_file(&self, startup_source: &[String]) -> String {
         let mut rc = String::from(
             "[ -r /etc/bash.bashrc ] && builtin source /etc/bash.bashrc\n\
              [ -r \"$HOME/.bashrc\" ] && builtin source \"$HOME/.bashrc\"\n\
-             stty -echo 2>/dev/null\n",
+             stty -echo -opost 2>/dev/null\n",
         );
         for path in startup_source {
             rc.push_str("builtin source ");
@@ -100,7 +103,7 @@ impl ShellProtocol {
     /// (programs restore the terminal as they found it, not always as we
     /// left it) and the prompt reset.
     pub(crate) fn restore_line(&self) -> String {
-        format!("stty -echo 2>/dev/null; {}\n", self.reset_line())
+        format!("stty -echo -opost 2>/dev/null; {}\n", self.reset_line())
     }
 
     pub(crate) fn rc_path(&self) -> PathBuf {

@@ -39,9 +39,6 @@ const CTRL_C: &[u8] = b"\x03";
 /// The ^Z byte: the terminal stops its foreground job (SIGTSTP) and the
 /// shell takes the terminal back.
 const CTRL_Z: &[u8] = b"\x1a";
-/// What the original types after ^Z: the stopped job killed by the shell,
-/// which reports it (`[1]+  Killed ...`) before a later prompt.
-const KILL_STOPPED_JOB: &str = "kill -9 %%";
 
 /// `BashObservation`.
 #[derive(Debug, Clone, Serialize)]
@@ -276,7 +273,17 @@ impl BashSession {
         &mut self,
         action: &BashInterrupt,
     ) -> Result<Observation, SwerexError> {
-        let mut output = self.after_timeout.take().unwrap_or_default();
+        if let Some(cut) = self.after_timeout.take() {
+            // The shell is already back at its prompt: typing ^C would only
+            // draw another prompt (and print there the job report the
+            // original shows with the next command).
+            return Ok(Observation::new(
+                cut.trim().to_owned(),
+                Some(0),
+                PS1_EXPECT_STRING,
+            ));
+        }
+        let mut output = String::new();
         let pattern = self.expect_pattern(&action.expect)?;
         let step = seconds(action.timeout);
         for _ in 0..action.n_retry {
@@ -367,38 +374,40 @@ impl BashSession {
     }
 
     /// The original's way past a job that ignores ^C (a pager, an editor):
-    /// ^Z, then `kill -9 %%` typed to the shell, so the shell itself kills
-    /// the job and reports it as it would to a person.
+    /// ^Z, and once the shell is back at its prompt the stopped job is
+    /// killed. The shell, waiting for input, reports it (`[1]+  Killed
+    /// ...`) before its next prompt, in the next command's output, as the
+    /// original's `kill -9 %1` does.
     async fn stop_and_kill_job(&mut self, step: Duration, any: &Regex) -> WaitEnd {
+        let Some(job) = self.foreground_job() else {
+            return WaitEnd::Deadline;
+        };
         if self.type_line_bytes(CTRL_Z).is_err() {
             return WaitEnd::Exited;
         }
-        match self.wait(Some(Instant::now() + step), any).await {
-            WaitEnd::Matched => {}
-            other => return other,
+        let end = self.wait(Some(Instant::now() + step), any).await;
+        if matches!(end, WaitEnd::Matched) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(job),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
-        // Past the stopped job's prompt: wait for the one after the kill,
-        // keeping what the job printed for the interrupt that follows.
-        let before = self.take_clean();
-        self.after_timeout
-            .get_or_insert_with(String::new)
-            .push_str(&before);
-        let mut line = KILL_STOPPED_JOB.to_owned();
-        line.push('\n');
-        if self.type_line(&line).is_err() {
-            return WaitEnd::Exited;
-        }
-        self.wait(Some(Instant::now() + step), any).await
+        end
+    }
+
+    /// The PTY's foreground process group when it is a job of our shell
+    /// (not the shell itself: a builtin loop, or the shell at its prompt).
+    fn foreground_job(&self) -> Option<i32> {
+        let shell = self.exec.pid() as i32;
+        self.exec
+            .pty_foreground_pgid()
+            .filter(|&group| group > 1 && group != shell)
     }
 
     /// SIGKILL to the PTY's foreground process group, unless that is the
     /// shell itself (a builtin loop, or the shell at its prompt).
     fn kill_foreground(&self) {
-        let shell = self.exec.pid() as i32;
-        if let Some(group) = self.exec.pty_foreground_pgid()
-            && group > 1
-            && group != shell
-        {
+        if let Some(group) = self.foreground_job() {
             // The group is a job of our shell (its pid is the shell's child's):
             // the shell has not reaped it while it is in the foreground.
             let _ = nix::sys::signal::killpg(
