@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-400}
-built=$(./install.sh --build-only 2>/dev/null) # the shipped (static) build
+built=${AGENT_REACH_BIN:-$(./install.sh --build-only 2>/dev/null)} # the shipped (static) build, or the one named
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Measured as installed: a copy, as install.sh makes one. The linker's own

@@ -16,7 +16,7 @@
 set -euo pipefail
 rounds="${1:-400}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-built="$("$repo/install.sh" --build-only 2>/dev/null)" # the shipped (static) build
+built="${AGENT_REACH_BIN:-$("$repo/install.sh" --build-only 2>/dev/null)}" # the shipped (static) build, or the one named
 work="$(mktemp -d "${TMPDIR:-/tmp}/ar-sandbox-bench.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 # Measured as installed, a copy as install.sh makes (see benches/exec.sh).

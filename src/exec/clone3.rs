@@ -16,6 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
+use super::child_setup::{SetupFailed, become_command};
 use super::clone_vm::clone_vm;
 use super::spawner::{ChildStdio, ForkRequest};
 
@@ -303,16 +304,6 @@ fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
     got
 }
 
-/// The kernel's `struct sigaction` (not libc's): all zero is `SIG_DFL`.
-#[repr(C)]
-#[derive(Default)]
-struct KernelSigaction {
-    handler: usize,
-    flags: u64,
-    restorer: usize,
-    mask: u64,
-}
-
 /// [`child`] in the calling convention [`clone_vm`] starts it with.
 ///
 /// # Safety
@@ -355,51 +346,13 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         if libc::chdir(plan.cwd) < 0 {
             fail(plan.report);
         }
-        if libc::setsid() < 0 {
-            fail(plan.report);
+        // CLONE_CLEAR_SIGHAND reset our handlers; the rest as on the fork
+        // path.
+        match become_command(plan.parent, plan.tty) {
+            Ok(()) => {}
+            Err(SetupFailed::Errno) => fail(plan.report),
+            Err(SetupFailed::ParentGone) => libc::_exit(125),
         }
-        if plan.tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-            fail(plan.report);
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
-            fail(plan.report);
-        }
-        if libc::getppid() != plan.parent {
-            libc::_exit(125);
-        }
-        // CLONE_CLEAR_SIGHAND reset our handlers; signals we ignore
-        // (started under nohup, say) must not stay ignored in the command
-        // either. Raw system calls: libc's wrappers may take locks.
-        for signal in [
-            libc::SIGINT,
-            libc::SIGQUIT,
-            libc::SIGTERM,
-            libc::SIGHUP,
-            libc::SIGPIPE,
-        ] {
-            let default = KernelSigaction::default();
-            libc::syscall(
-                libc::SYS_rt_sigaction,
-                signal,
-                std::ptr::addr_of!(default),
-                std::ptr::null_mut::<KernelSigaction>(),
-                8usize,
-            );
-        }
-        let empty: u64 = 0;
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            std::ptr::addr_of!(empty),
-            std::ptr::null_mut::<u64>(),
-            8usize,
-        );
-        let _ = libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
         libc::execve(plan.program, plan.argv, plan.envp);
         fail(plan.report)
     }

@@ -23,6 +23,7 @@
 pub(crate) mod attached;
 pub(crate) mod blocking;
 pub(crate) mod cgroup;
+mod child_setup;
 pub(crate) mod clone3;
 pub(crate) mod clone_vm;
 pub(crate) mod completed;

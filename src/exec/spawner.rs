@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use super::child_setup::SetupFailed;
 use super::procfs;
 
 /// Pids of children whose exit status belongs to someone (not to the reaper).
@@ -305,35 +306,11 @@ fn in_child(parent: libc::pid_t, tty: bool, cgroup_fd: Option<RawFd>) -> std::io
             // Best effort: without it the session tag still finds escapees.
             let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
         }
-        // A session of its own: its own process group to signal as a whole,
-        // and no controlling terminal on pipes, so `/dev/tty` prompts (ssh,
-        // sudo, git credentials) fail at once instead of stopping it.
-        if libc::setsid() < 0 {
-            return Err(std::io::Error::last_os_error());
+        match super::child_setup::become_command(parent, tty) {
+            Ok(()) => {}
+            Err(SetupFailed::Errno) => return Err(std::io::Error::last_os_error()),
+            Err(SetupFailed::ParentGone) => libc::_exit(125),
         }
-        if tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // The parent may have died before the death signal was armed.
-        if libc::getppid() != parent {
-            libc::_exit(125);
-        }
-        // Signals we ignore (started under nohup, say) must not stay
-        // ignored in the command.
-        for signal in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
-            libc::signal(signal, libc::SIG_DFL);
-        }
-        // Inherited descriptors without close-on-exec (a caller's pipe, a
-        // jobserver) would keep our caller's pipes open through the command.
-        let _ = libc::syscall(
-            libc::SYS_close_range,
-            3u32,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
     }
     Ok(())
 }
