@@ -110,3 +110,20 @@ def lost(caller_id: Any, why: str) -> Result:
 def retry_delay(result: Result) -> float:
     after = result.error.retry_after_ms if result.error else None
     return max(int(after or DEFAULT_RETRY_AFTER_MS), 1) / 1000.0
+
+
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` no longer runs: absent, or a zombie its parent has
+    not waited for yet (``Popen.poll()`` can still say ``None`` then, when
+    another thread holds its wait lock)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][:1] in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            return False
+        return False

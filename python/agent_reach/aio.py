@@ -145,7 +145,12 @@ class AsyncClient:
             self._starting = asyncio.Lock()
         async with self._starting:
             process = self._process
-            if process is None or process.dead or process.proc.returncode is not None:
+            if (
+                process is None
+                or process.dead
+                or process.proc.returncode is not None
+                or proto.process_gone(process.proc.pid)
+            ):
                 if process is not None:
                     await process.close(self.close_timeout)
                     self.restarts += 1
@@ -161,6 +166,7 @@ class AsyncClient:
         """Sends one request object as the contract writes it; its result."""
         caller_id = request.get("id")
         tries = 0
+        unsent = 0
         while True:
             try:
                 process = await self._current()
@@ -169,6 +175,12 @@ class AsyncClient:
             self._next += 1
             wire_id = f"py-{self._next}"
             future = process.send(wire_id, proto.encode(request, wire_id))
+            if future is None and unsent < 1:
+                # Never written to a live process: nothing of it ran, so it
+                # goes once more to a fresh one.
+                process.dead = True
+                unsent += 1
+                continue
             value = None if future is None else await future
             if value is None:
                 return proto.lost(caller_id, process.why_dead())

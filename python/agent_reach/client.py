@@ -157,7 +157,12 @@ class Client:
             if self._closed:
                 raise proto.ClientClosed("the client is closed")
             process = self._process
-            if process is None or process.dead or process.popen.poll() is not None:
+            if (
+                process is None
+                or process.dead
+                or process.popen.poll() is not None
+                or proto.process_gone(process.popen.pid)
+            ):
                 if process is not None:
                     process.close(self.close_timeout)
                     self.restarts += 1
@@ -180,6 +185,7 @@ class Client:
         """Sends ``request``; ``done`` gets its result (busy retried)."""
         caller_id = request.get("id")
         tries = [0]
+        unsent = [0]
 
         def attempt() -> None:
             try:
@@ -203,6 +209,14 @@ class Client:
                 done(proto.restore_id(result, caller_id))
 
             if not process.send(wire_id, proto.encode(request, wire_id), on_line):
+                # Never written to a live process (it died before its
+                # reader saw the end of its output): nothing of the request
+                # ran, so it goes once more to a fresh process.
+                process.dead = True
+                if unsent[0] < 1:
+                    unsent[0] += 1
+                    attempt()
+                    return
                 done(proto.lost(caller_id, process.why_dead()))
 
         attempt()
