@@ -27,7 +27,7 @@ use super::reply::{Reply, ReplyState};
 use super::session::CommandSession;
 use super::table::SessionTable;
 use super::tools::{self, registry::RegistryTools};
-use crate::exec::{Execution, ExitInfo, Rendered};
+use crate::exec::{ExitInfo, Rendered};
 use crate::plan::{Dispatcher, Plan, Rejection, Request};
 use crate::registry::Metrics;
 use crate::result::Status;
@@ -302,10 +302,32 @@ pub(super) fn state_name(state: ReplyState) -> &'static str {
     }
 }
 
-/// The spill file with the whole output, named only when a reply was folded.
-pub(super) fn full_output_path(exec: &Execution, rendered: &Rendered) -> Option<String> {
-    if !rendered.truncated {
-        return None;
+/// The reply showing `rendered`, a window of `session`'s output; the spill
+/// file with the whole output is named only when the window was folded.
+pub(super) fn window_reply(
+    session: &CommandSession,
+    rendered: Rendered,
+    exit_code: Option<i32>,
+    session_id: Option<u64>,
+    state: ReplyState,
+    notes: Vec<String>,
+    started: std::time::Instant,
+) -> Reply {
+    let full_output_path = if rendered.truncated {
+        session.exec.spill_path().map(|p| p.display().to_string())
+    } else {
+        None
+    };
+    Reply {
+        wall_time_seconds: Reply::wall_time(started.elapsed()),
+        exit_code,
+        session_id,
+        state,
+        original_token_count: rendered.original_token_count,
+        full_output_path,
+        output: rendered.text,
+        truncated: rendered.truncated,
+        sandbox: session.attestation(),
+        notes,
     }
-    exec.spill_path().map(|p| p.display().to_string())
 }

@@ -9,7 +9,7 @@ use rmcp::RoleServer;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 
-use super::{AgentReachServer, full_output_path};
+use super::{AgentReachServer, window_reply};
 use crate::exec::RenderOptions;
 use crate::serve::reply::{Reply, ReplyState};
 use crate::serve::session::{self, CommandSession, WaitOutcome};
@@ -88,18 +88,15 @@ impl AgentReachServer {
             self.table().end(id, format!("ended with code {code}"));
         }
         let notes = self.table().take_notes(self.client.id());
-        Reply {
-            wall_time_seconds: Reply::wall_time(started.elapsed()),
+        window_reply(
+            session,
+            rendered,
             exit_code,
-            session_id: exit_code.is_none().then_some(id),
+            exit_code.is_none().then_some(id),
             state,
-            original_token_count: rendered.original_token_count,
-            full_output_path: full_output_path(&session.exec, &rendered),
-            output: rendered.text,
-            truncated: rendered.truncated,
-            sandbox: session.attestation(),
             notes,
-        }
+            started,
+        )
     }
 }
 

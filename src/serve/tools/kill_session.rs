@@ -9,10 +9,10 @@ use rmcp::model::{ContentBlock, Tool};
 use super::KILL_SESSION;
 use crate::exec::RenderOptions;
 use crate::logging::{self, ExecutionEvent};
-use crate::serve::reply::{Reply, ReplyState};
+use crate::serve::reply::ReplyState;
 use crate::serve::server::{
-    AgentReachServer, JsonArgs, ToolFailure, ToolResult, full_output_path, parse, reply_result,
-    text_result,
+    AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, text_result,
+    window_reply,
 };
 use crate::serve::session;
 use crate::serve::table::Lookup;
@@ -60,18 +60,15 @@ impl AgentReachServer {
                 report.survivors
             ));
         }
-        let reply = Reply {
-            wall_time_seconds: Reply::wall_time(started.elapsed()),
+        let reply = window_reply(
+            &session,
+            rendered,
             exit_code,
-            session_id: None,
-            state: ReplyState::Exited,
-            original_token_count: rendered.original_token_count,
-            full_output_path: full_output_path(&session.exec, &rendered),
-            output: rendered.text,
-            truncated: rendered.truncated,
-            sandbox: session.attestation(),
+            None,
+            ReplyState::Exited,
             notes,
-        };
+            started,
+        );
         let argv = self.redact_all(std::slice::from_ref(&session.command));
         logging::execution(&ExecutionEvent {
             tool: KILL_SESSION,
