@@ -127,6 +127,21 @@ async fn execute(
         .into_inner()
 }
 
+/// `WriteStdin` of `payload` to process `id`: the call's answer.
+async fn write_stdin(
+    client: &mut ProcessServiceClient<Channel>,
+    id: i32,
+    payload: write_stdin_request::Payload,
+) -> Result<(), tonic::Status> {
+    client
+        .write_stdin(WriteStdinRequest {
+            process_id: id,
+            payload: Some(payload),
+        })
+        .await
+        .map(|_| ())
+}
+
 /// Reads a Start stream until `until` holds for what came so far, or the
 /// stream ends; returns the output and the exit code if it came.
 async fn read_until(
@@ -415,13 +430,13 @@ fn a_pty_prompt_is_answered_through_write_stdin() {
         .await;
         let mut output = Vec::new();
         read_until(&mut stream, &mut output, |o| o.ends_with(b"name? ")).await;
-        client
-            .write_stdin(WriteStdinRequest {
-                process_id: id,
-                payload: Some(write_stdin_request::Payload::Input(b"world\n".to_vec())),
-            })
-            .await
-            .unwrap();
+        write_stdin(
+            &mut client,
+            id,
+            write_stdin_request::Payload::Input(b"world\n".to_vec()),
+        )
+        .await
+        .unwrap();
         let exit = read_until(&mut stream, &mut output, |_| false).await;
         let text = String::from_utf8_lossy(&output);
         assert!(text.contains("hello world"), "{text}");
@@ -449,24 +464,18 @@ fn stdin_on_pipes_takes_bytes_and_then_eof() {
             write_stdin_request::Payload::Input(b"shout\n".to_vec()),
             write_stdin_request::Payload::Eof(()),
         ] {
-            client
-                .write_stdin(WriteStdinRequest {
-                    process_id: id,
-                    payload: Some(payload),
-                })
-                .await
-                .unwrap();
+            write_stdin(&mut client, id, payload).await.unwrap();
         }
         let exit = read_until(&mut stream, &mut output, |_| false).await;
         assert_eq!(String::from_utf8_lossy(&output), "ready\nSHOUT\n");
         assert_eq!(exit, Some(0));
-        let err = client
-            .write_stdin(WriteStdinRequest {
-                process_id: id,
-                payload: Some(write_stdin_request::Payload::Input(b"late".to_vec())),
-            })
-            .await
-            .unwrap_err();
+        let err = write_stdin(
+            &mut client,
+            id,
+            write_stdin_request::Payload::Input(b"late".to_vec()),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
     });
 }
@@ -551,13 +560,13 @@ fn resize_tty_is_seen_by_stty_size() {
             })
             .await
             .unwrap();
-        client
-            .write_stdin(WriteStdinRequest {
-                process_id: id,
-                payload: Some(write_stdin_request::Payload::Input(b"\n".to_vec())),
-            })
-            .await
-            .unwrap();
+        write_stdin(
+            &mut client,
+            id,
+            write_stdin_request::Payload::Input(b"\n".to_vec()),
+        )
+        .await
+        .unwrap();
         let exit = read_until(&mut stream, &mut output, |_| false).await;
         let text = String::from_utf8_lossy(&output);
         assert!(text.contains("size 40 100"), "{text}");
@@ -617,11 +626,7 @@ fn a_grandchild_is_killed_when_the_started_command_exits() {
             cmdline.starts_with(b"sleep"),
             "pid {pid} is not the grandchild"
         );
-        client
-            .write_stdin(WriteStdinRequest {
-                process_id: id,
-                payload: Some(write_stdin_request::Payload::Eof(())),
-            })
+        write_stdin(&mut client, id, write_stdin_request::Payload::Eof(()))
             .await
             .unwrap();
         let exit = read_until(&mut stream, &mut output, |_| false).await;
