@@ -45,7 +45,9 @@ def rss_kib(pid):
     return None
 
 
-def run_agent_reach(binary, n, concurrency, workdir):
+def write_registry(workdir, concurrency):
+    """The registry both benchmarks run: one `noop` tool (`true`), the
+    scheduler sized for `concurrency` in flight."""
     config = os.path.join(workdir, "registry.toml")
     with open(config, "w") as f:
         f.write(
@@ -61,6 +63,11 @@ risk = "low"
 timeout = 10
 """
         )
+    return config
+
+
+def run_agent_reach(binary, n, concurrency, workdir):
+    config = write_registry(workdir, concurrency)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": workdir,

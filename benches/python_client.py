@@ -30,21 +30,7 @@ spec.loader.exec_module(exec_jsonl)
 
 
 def client_rate(binary, n, concurrency, workdir):
-    config = os.path.join(workdir, "registry.toml")
-    with open(config, "w") as f:
-        f.write(
-            f"""[scheduler]
-global = {concurrency}
-queue = {concurrency * 8}
-
-[[tools]]
-name = "noop"
-command = ["true"]
-cwd = "project_root"
-risk = "low"
-timeout = 10
-"""
-        )
+    config = exec_jsonl.write_registry(workdir, concurrency)
     env = {"HOME": workdir, "AGENT_REACH_HOME": os.path.join(workdir, "ar-home")}
     requests = [{"id": i, "tool": "noop"} for i in range(n)]
     with Client(config, root=workdir, binary=binary, env=env, max_in_flight=concurrency) as client:
