@@ -1,10 +1,13 @@
 //! Whole-process benchmark of `serve --listen sandboxd-grpc`: the round
 //! trip of `Execute` for `/bin/true` against a bare fork+exec of the same
 //! program, interleaved in the same run; and the throughput of a `Start`
-//! stream of `yes | head -c 1G` with the server's RSS sampled along it.
-//! Prints medians; asserts nothing.
+//! stream of `yes | head -c 1G` with the server's RSS sampled along it,
+//! against the same pipeline into `cat >/dev/null`, run by run. Prints
+//! medians; asserts nothing.
 //!
-//! `cargo bench --bench sandboxd_grpc` (release build of the binary).
+//! `cargo bench --bench sandboxd_grpc` (release build of the binary;
+//! `AGENT_REACH_BIN=PATH` measures another build of the server, such as
+//! the static one `install.sh` ships).
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
@@ -18,7 +21,7 @@ use agent_reach::serve::sandboxd_grpc::proto::process_v1::{
 };
 
 const ROUND_TRIPS: usize = 400;
-const STREAM_RUNS: usize = 3;
+const STREAM_RUNS: usize = 5;
 const STREAM_BYTES: u64 = 1 << 30;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -48,6 +51,32 @@ fn rss_mib(pid: u32) -> f64 {
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
+/// The baseline of a stream: the same pipeline into `cat >/dev/null`.
+fn cat_rate(command: &str) -> f64 {
+    let start = Instant::now();
+    let status = Command::new("/bin/sh")
+        .args(["-c", &format!("{command} | cat >/dev/null")])
+        .status();
+    assert!(status.is_ok_and(|s| s.success()));
+    STREAM_BYTES as f64 / (1 << 20) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The CPU time the server process has used so far (its threads, not its
+/// children), in seconds.
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the name.
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    // SAFETY: sysconf has no memory-safety preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
 fn config(command: &[&str]) -> Option<ProcessConfig> {
     Some(ProcessConfig {
         command: command.iter().map(|s| (*s).to_owned()).collect(),
@@ -59,7 +88,9 @@ fn main() {
     let home = tempfile::tempdir().expect("tempdir");
     let policy = home.path().join("policy.toml");
     std::fs::write(&policy, "allow_raw_commands = true\n").expect("policy");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_agent-reach"))
+    let bin = std::env::var_os("AGENT_REACH_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-reach").into());
+    let mut server = Command::new(bin)
         .args(["serve", "--listen", "sandboxd-grpc=127.0.0.1:0", "--root"])
         .arg(home.path())
         .arg("--config")
@@ -119,15 +150,18 @@ fn main() {
             "Execute /bin/true round trip: median {grpc:.3} ms; bare fork+exec {bare:.3} ms; added {:.3} ms ({ROUND_TRIPS} interleaved)",
             grpc - bare
         );
-        let mut rates = Vec::new();
+        let (mut rates, mut cat_rates, mut cpu_used) = (Vec::new(), Vec::new(), Vec::new());
         for run in 0..STREAM_RUNS {
             let command = format!("yes | head -c {STREAM_BYTES}");
+            let cat = cat_rate(&command);
+            cat_rates.push(cat);
             let mut stream = client
                 .start(StartRequest { config: config(&["/bin/sh", "-c", &command]), pty: None })
                 .await
                 .expect("start")
                 .into_inner();
             let start = Instant::now();
+            let cpu_before = cpu_secs(server_pid);
             let mut bytes = 0u64;
             let mut next_sample = 0u64;
             let (mut low, mut high) = (f64::MAX, 0.0f64);
@@ -144,12 +178,21 @@ fn main() {
                 }
             }
             let secs = start.elapsed().as_secs_f64();
+            let cpu = cpu_secs(server_pid) - cpu_before;
+            cpu_used.push(cpu);
             assert_eq!(bytes, STREAM_BYTES);
             let rate = bytes as f64 / (1 << 20) as f64 / secs;
-            println!("Start stream run {run}: {rate:.0} MiB/s; server RSS {low:.1}..{high:.1} MiB");
+            println!(
+                "Start stream run {run}: {rate:.0} MiB/s (into cat: {cat:.0} MiB/s); server CPU {cpu:.2} s; server RSS {low:.1}..{high:.1} MiB"
+            );
             rates.push(rate);
         }
-        println!("Start stream of yes | head -c 1G: median {:.0} MiB/s", median(rates));
+        let (rate, cat) = (median(rates), median(cat_rates));
+        println!(
+            "Start stream of yes | head -c 1G: median {rate:.0} MiB/s; into cat {cat:.0} MiB/s ({:.1} % of cat); server CPU median {:.2} s per GiB",
+            100.0 * rate / cat,
+            median(cpu_used)
+        );
     });
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(server_pid as i32, libc::SIGTERM) };

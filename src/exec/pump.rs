@@ -35,17 +35,6 @@ const FINAL_READ_LIMIT: usize = 8 * 1024 * 1024;
 const TICK_MS: u16 = 20;
 /// Bytes read from one descriptor per poll round, at most.
 const ROUND_READ_LIMIT: usize = 4 * 1024 * 1024;
-/// Bytes read from an execution after which its output counts as a flood.
-const FLOOD_AFTER: u64 = 4 * 1024 * 1024;
-/// During a flood, how long the pump lets output pile up in the pipe
-/// between reads. A reader that wakes for every 8 KiB `write` of a fast
-/// producer costs a context switch each (three processes on two cores in
-/// `yes | head`); pausing turns ~30 reads into one without ever blocking
-/// the writer, since the pipe holds several pauses' worth.
-const FLOOD_PAUSE: Duration = Duration::from_micros(250);
-/// The pipe capacity below which a pause could fill the pipe and stall the
-/// writer, so the pump does not pause (1.3 GB/s fills 256 KiB in ~200 µs).
-const FLOOD_PAUSE_MIN_PIPE: usize = 512 * 1024;
 
 /// One output descriptor.
 #[derive(Debug)]
@@ -54,8 +43,6 @@ pub(crate) struct Source {
     pub(crate) kind: StreamKind,
     /// `Some` on a PTY: `\r\n` back to `\n`.
     pub(crate) crlf: Option<CrlfNormalizer>,
-    /// The pipe's capacity in bytes; 0 for a PTY (never paused for).
-    pub(crate) pipe_capacity: usize,
 }
 
 /// What a read attempt found.
@@ -118,7 +105,6 @@ impl Job {
         let mut pidfd = pidfd;
         let mut buf = vec![0u8; CHUNK];
         let mut exited = false;
-        let mut total_read: u64 = 0;
         loop {
             if shared.lock().stop_reading && !sources.is_empty() {
                 finish_sources(&shared, &mut sources, &mut tap);
@@ -166,28 +152,16 @@ impl Job {
                 }
             }
             let mut closed = Vec::new();
-            let mut round_read = 0;
-            let mut may_pause = true;
             for (index, source) in sources.iter_mut().enumerate() {
                 if !ready.get(index).copied().unwrap_or(false) {
                     continue;
                 }
-                // Empty the pipe (within a bound, fair to the other stream):
-                // after a pause it holds several reads' worth.
-                let (source_read, gone) =
+                // Empty the pipe (within a bound, fair to the other stream).
+                let (_, gone) =
                     read_available(&shared, source, &mut buf, ROUND_READ_LIMIT, &mut tap);
                 if gone {
                     closed.push(index);
                 }
-                if source_read > 0 {
-                    round_read += source_read;
-                    may_pause &= source.pipe_capacity >= FLOOD_PAUSE_MIN_PIPE;
-                }
-            }
-            total_read += round_read as u64;
-            let flooding = round_read > 0 && total_read >= FLOOD_AFTER;
-            if flooding && may_pause && closed.is_empty() && !exited {
-                std::thread::sleep(FLOOD_PAUSE);
             }
             close_sources(&shared, &mut sources, closed, &mut tap);
             if wake_ready {
@@ -327,6 +301,11 @@ fn read_once(
         }
         return ReadOutcome::Data(n);
     }
+    read_failed(n)
+}
+
+/// What a `read` that returned `n <= 0` means.
+fn read_failed(n: isize) -> ReadOutcome {
     if n == 0 {
         return ReadOutcome::Closed;
     }

@@ -148,7 +148,6 @@ impl Execution {
                 kind: StreamKind::Stdout,
                 // A tap gets what the terminal wrote, line ends included.
                 crlf: attach.tap.is_none().then(CrlfNormalizer::default),
-                pipe_capacity: 0,
             });
         }
         for (pipe, kind) in [
@@ -157,12 +156,11 @@ impl Execution {
         ] {
             if let Some(fd) = pipe {
                 pty::set_nonblocking(&fd).map_err(watch_error)?;
-                let pipe_capacity = enlarge_pipe(&fd);
+                enlarge_pipe(&fd);
                 sources.push(Source {
                     fd,
                     kind,
                     crlf: None,
-                    pipe_capacity,
                 });
             }
         }
@@ -268,16 +266,10 @@ fn spawn_error(program: &std::ffi::OsStr, source: std::io::Error) -> ExecError {
     }
 }
 
-/// A bigger pipe means fewer wake-ups per megabyte of output. Returns the
-/// capacity the pipe has now (0 when it cannot be told).
-fn enlarge_pipe(fd: &OwnedFd) -> usize {
-    // SAFETY: F_SETPIPE_SZ and F_GETPIPE_SZ on a pipe we own; a failure
-    // (over /proc/sys/fs/pipe-max-size for an unprivileged user) is harmless.
-    let size = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1024 * 1024) };
-    let size = if size > 0 {
-        size
-    } else {
-        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ) }
-    };
-    usize::try_from(size).unwrap_or(0)
+/// A bigger pipe means fewer wake-ups per megabyte of output and a writer
+/// that blocks less often while the pump is busy.
+fn enlarge_pipe(fd: &OwnedFd) {
+    // SAFETY: F_SETPIPE_SZ on a pipe we own; a failure (over
+    // /proc/sys/fs/pipe-max-size for an unprivileged user) is harmless.
+    unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1024 * 1024) };
 }
