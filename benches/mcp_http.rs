@@ -8,7 +8,9 @@
 //! - the server's RSS per idle MCP session (clients connected, no calls) and
 //!   per idle exec session (`sleep` left running), from `/proc/PID/status`.
 //!
-//! Prints medians; asserts nothing. `cargo bench --bench mcp_http`.
+//! Prints medians; asserts nothing. `AGENT_REACH_BIN=PATH` measures
+//! another build of the server (the static one `install.sh` ships, or an
+//! older commit's) against the same baselines. `cargo bench --bench mcp_http`.
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
@@ -72,7 +74,10 @@ async fn timed_call(client: &Client) -> Result<Duration, String> {
 }
 
 fn server(home: &std::path::Path, extra: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-reach"));
+    let mut cmd = tokio::process::Command::new(
+        std::env::var_os("AGENT_REACH_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-reach").into()),
+    );
     cmd.arg("serve")
         .arg("--root")
         .arg(home)

@@ -3,7 +3,9 @@
 //! flight from one client, against a bare fork+exec of the same shell command
 //! measured in the same run. Prints medians and ratios; asserts nothing.
 //!
-//! `cargo bench --bench serve_roundtrip` (release build of the binary).
+//! `cargo bench --bench serve_roundtrip` (release build of the binary;
+//! `AGENT_REACH_BIN=PATH` measures another build, such as an older
+//! commit's, against the same baseline).
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
@@ -69,7 +71,10 @@ fn main() {
         .expect("runtime");
     runtime.block_on(async {
         let home = tempfile::tempdir().expect("tempdir");
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-reach"));
+        let mut cmd = tokio::process::Command::new(
+            std::env::var_os("AGENT_REACH_BIN")
+                .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-reach").into()),
+        );
         cmd.arg("serve")
             .arg("--root")
             .arg(home.path())
