@@ -301,11 +301,6 @@ fn read_once(
         }
         return ReadOutcome::Data(n);
     }
-    read_failed(n)
-}
-
-/// What a `read` that returned `n <= 0` means.
-fn read_failed(n: isize) -> ReadOutcome {
     if n == 0 {
         return ReadOutcome::Closed;
     }
