@@ -320,15 +320,7 @@ impl Shared {
             if Instant::now() >= deadline {
                 return false;
             }
-            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
-            tokio::select! {
-                changed = events.changed() => {
-                    if changed.is_err() {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                }
-                () = sleep => {}
-            }
+            next_event(&mut events, deadline).await;
         }
     }
 
@@ -371,6 +363,20 @@ impl Shared {
     pub(crate) fn stop_reading(&self) {
         self.lock().stop_reading = true;
         self.wake_pump();
+    }
+}
+
+/// Sleeps until the next event on `events` or `at`, whichever is first.
+pub(crate) async fn next_event(events: &mut tokio::sync::watch::Receiver<u64>, at: Instant) {
+    let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(at));
+    tokio::select! {
+        changed = events.changed() => {
+            if changed.is_err() {
+                // The sender lives as long as its waiters; be safe anyway.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        () = sleep => {}
     }
 }
 

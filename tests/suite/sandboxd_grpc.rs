@@ -128,6 +128,11 @@ async fn execute(
 }
 
 /// `WriteStdin` of `payload` to process `id`: the call's answer.
+/// Bytes for a process's stdin.
+fn input(bytes: &[u8]) -> write_stdin_request::Payload {
+    write_stdin_request::Payload::Input(bytes.to_vec())
+}
+
 async fn write_stdin(
     client: &mut ProcessServiceClient<Channel>,
     id: i32,
@@ -430,13 +435,9 @@ fn a_pty_prompt_is_answered_through_write_stdin() {
         .await;
         let mut output = Vec::new();
         read_until(&mut stream, &mut output, |o| o.ends_with(b"name? ")).await;
-        write_stdin(
-            &mut client,
-            id,
-            write_stdin_request::Payload::Input(b"world\n".to_vec()),
-        )
-        .await
-        .unwrap();
+        write_stdin(&mut client, id, input(b"world\n"))
+            .await
+            .unwrap();
         let exit = read_until(&mut stream, &mut output, |_| false).await;
         let text = String::from_utf8_lossy(&output);
         assert!(text.contains("hello world"), "{text}");
@@ -460,22 +461,15 @@ fn stdin_on_pipes_takes_bytes_and_then_eof() {
         .await;
         let mut output = Vec::new();
         read_until(&mut stream, &mut output, |o| o.ends_with(b"ready\n")).await;
-        for payload in [
-            write_stdin_request::Payload::Input(b"shout\n".to_vec()),
-            write_stdin_request::Payload::Eof(()),
-        ] {
+        for payload in [input(b"shout\n"), write_stdin_request::Payload::Eof(())] {
             write_stdin(&mut client, id, payload).await.unwrap();
         }
         let exit = read_until(&mut stream, &mut output, |_| false).await;
         assert_eq!(String::from_utf8_lossy(&output), "ready\nSHOUT\n");
         assert_eq!(exit, Some(0));
-        let err = write_stdin(
-            &mut client,
-            id,
-            write_stdin_request::Payload::Input(b"late".to_vec()),
-        )
-        .await
-        .unwrap_err();
+        let err = write_stdin(&mut client, id, input(b"late"))
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
     });
 }
@@ -560,13 +554,7 @@ fn resize_tty_is_seen_by_stty_size() {
             })
             .await
             .unwrap();
-        write_stdin(
-            &mut client,
-            id,
-            write_stdin_request::Payload::Input(b"\n".to_vec()),
-        )
-        .await
-        .unwrap();
+        write_stdin(&mut client, id, input(b"\n")).await.unwrap();
         let exit = read_until(&mut stream, &mut output, |_| false).await;
         let text = String::from_utf8_lossy(&output);
         assert!(text.contains("size 40 100"), "{text}");

@@ -137,16 +137,7 @@ impl Execution {
             }
             let exited_settle = self.shared().lock().exited_at.map(|at| at + EXIT_SETTLE);
             let wake_at = exited_settle.map_or(until, |s| s.min(until));
-            let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(wake_at));
-            tokio::select! {
-                changed = events.changed() => {
-                    if changed.is_err() {
-                        // The sender lives as long as we do; be safe anyway.
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                }
-                () = sleep => {}
-            }
+            super::state::next_event(&mut events, wake_at).await;
         }
     }
 
