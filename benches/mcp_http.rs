@@ -3,6 +3,9 @@
 //! - the round trip of `exec_command` for `true` over streamable HTTP,
 //!   interleaved call by call with the same over stdio (a second server
 //!   process) and with a bare fork+exec of `bash -c true`;
+//! - the same round trip with two bare clients of this file (HTTP/1.1
+//!   keep-alive on one socket, JSON lines on a pipe), so the server's own
+//!   share shows apart from rmcp's client;
 //! - 64 concurrent HTTP clients (one MCP session each) making 100 calls
 //!   each: errors, median and p99 latency;
 //! - the server's RSS per idle MCP session (clients connected, no calls) and
@@ -14,7 +17,9 @@
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rmcp::model::CallToolRequestParams;
@@ -74,7 +79,13 @@ async fn timed_call(client: &Client) -> Result<Duration, String> {
 }
 
 fn server(home: &std::path::Path, extra: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(
+    let mut cmd = tokio::process::Command::from(server_std(home, extra));
+    cmd.kill_on_drop(true);
+    cmd
+}
+
+fn server_std(home: &std::path::Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(
         std::env::var_os("AGENT_REACH_BIN")
             .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-reach").into()),
     );
@@ -88,8 +99,7 @@ fn server(home: &std::path::Path, extra: &[&str]) -> tokio::process::Command {
         .env("AGENT_REACH_HOME", home.join("ar"))
         .env("AGENT_REACH_TOKEN", TOKEN)
         .env("SHELL", "/bin/bash")
-        .env("AGENT_REACH_LOG", "warn")
-        .kill_on_drop(true);
+        .env("AGENT_REACH_LOG", "warn");
     cmd
 }
 
@@ -107,6 +117,170 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
+}
+
+const RAW_INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+const RAW_INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+
+fn raw_call(id: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"exec_command","arguments":{{"cmd":"true","yield_time_ms":250}}}}}}"#
+    )
+}
+
+/// An MCP client on one keep-alive HTTP/1.1 connection: a POST per
+/// message, the SSE body read to the end of its chunked encoding.
+struct RawHttp {
+    stream: TcpStream,
+    port: u16,
+    session: Option<String>,
+    buf: Vec<u8>,
+}
+
+impl RawHttp {
+    fn connect(port: u16) -> Self {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        let mut raw = Self {
+            stream,
+            port,
+            session: None,
+            buf: Vec::new(),
+        };
+        assert_eq!(raw.post(RAW_INIT).0, 200);
+        assert_eq!(raw.post(RAW_INITIALIZED).0, 202);
+        raw
+    }
+
+    fn fill(&mut self) {
+        let mut chunk = [0u8; 16384];
+        let n = self.stream.read(&mut chunk).expect("read");
+        assert!(n > 0, "the server closed the connection");
+        self.buf.extend_from_slice(&chunk[..n]);
+    }
+
+    fn take_line(&mut self) -> String {
+        loop {
+            if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[..at]).into_owned();
+                self.buf.drain(..at + 2);
+                return line;
+            }
+            self.fill();
+        }
+    }
+
+    /// (status, body).
+    fn post(&mut self, body: &str) -> (u16, String) {
+        let session = self
+            .session
+            .as_ref()
+            .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
+            .unwrap_or_default();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {TOKEN}\r\nAccept: application/json, text/event-stream\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2025-06-18\r\n{session}Content-Length: {}\r\n\r\n{body}",
+            self.port,
+            body.len()
+        );
+        self.stream.write_all(request.as_bytes()).expect("write");
+        let status = self.take_line();
+        let status: u16 = status
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("status");
+        let (mut chunked, mut length) = (false, 0usize);
+        loop {
+            let line = self.take_line();
+            if line.is_empty() {
+                break;
+            }
+            let (name, value) = line.split_once(':').expect("header");
+            let (name, value) = (name.to_ascii_lowercase(), value.trim());
+            match name.as_str() {
+                "mcp-session-id" => self.session = Some(value.to_owned()),
+                "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
+                "content-length" => length = value.parse().expect("length"),
+                _ => {}
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                let size = usize::from_str_radix(&self.take_line(), 16).expect("chunk size");
+                while self.buf.len() < size + 2 {
+                    self.fill();
+                }
+                body.extend(self.buf.drain(..size));
+                self.buf.drain(..2);
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            while self.buf.len() < length {
+                self.fill();
+            }
+            body.extend(self.buf.drain(..length));
+        }
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+}
+
+/// An MCP client writing and reading JSON lines on a server's stdio; the
+/// server is killed with it.
+struct RawStdio {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl RawStdio {
+    fn start(home: &std::path::Path) -> Self {
+        let mut child = server_std(home, &[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the raw stdio server");
+        let input = child.stdin.take().expect("stdin");
+        let output = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut raw = Self {
+            child,
+            input,
+            output,
+        };
+        raw.send(RAW_INIT);
+        raw.input
+            .write_all(RAW_INITIALIZED.as_bytes())
+            .expect("write");
+        raw.input.write_all(b"\n").expect("write");
+        raw
+    }
+
+    fn send(&mut self, message: &str) -> String {
+        self.input.write_all(message.as_bytes()).expect("write");
+        self.input.write_all(b"\n").expect("write");
+        self.input.flush().expect("flush");
+        let mut line = String::new();
+        self.output.read_line(&mut line).expect("read");
+        line
+    }
+}
+
+impl Drop for RawStdio {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn raw_timed(call: impl FnOnce(&str) -> String, id: usize) -> Duration {
+    let start = Instant::now();
+    let answer = call(&raw_call(id));
+    let elapsed = start.elapsed();
+    assert!(answer.contains(r#""isError":false"#), "{answer}");
+    elapsed
 }
 
 /// A free loopback port (the listener binds it right after).
@@ -169,6 +343,20 @@ fn main() {
             over_stdio.push(timed_call(&stdio).await.expect("stdio call"));
             over_http.push(timed_call(&http).await.expect("HTTP call"));
         }
+        let raw_home = tempfile::tempdir().expect("tempdir");
+        let (mut raw_http, mut raw_stdio) = (RawHttp::connect(port), RawStdio::start(raw_home.path()));
+        let (mut raw_over_http, mut raw_over_stdio) = (Vec::new(), Vec::new());
+        tokio::task::block_in_place(|| {
+            for id in 1..=ROUND_TRIPS + 20 {
+                let s = raw_timed(|m| raw_stdio.send(m), id);
+                let h = raw_timed(|m| raw_http.post(m).1, id);
+                if id > 20 {
+                    raw_over_stdio.push(s);
+                    raw_over_http.push(h);
+                }
+            }
+        });
+        let (raw_over_stdio, raw_over_http) = (stats(raw_over_stdio), stats(raw_over_http));
         let (bare, over_stdio, over_http) = (stats(bare), stats(over_stdio), stats(over_http));
         println!("round trip of exec_command `true` (bash -c true), {ROUND_TRIPS} calls each, interleaved, ms:");
         println!("  bare fork+exec+wait : median {:>7.3}  p90 {:>7.3}  p99 {:>7.3}", bare.0, bare.1, bare.2);
@@ -179,6 +367,10 @@ fn main() {
             over_http.0 - over_stdio.0,
             over_http.0 - bare.0
         );
+        println!("the same with this file's bare clients (keep-alive HTTP/1.1, JSON lines), interleaved:");
+        println!("  bare stdio client   : median {:>7.3}  p90 {:>7.3}  p99 {:>7.3}", raw_over_stdio.0, raw_over_stdio.1, raw_over_stdio.2);
+        println!("  bare HTTP client    : median {:>7.3}  p90 {:>7.3}  p99 {:>7.3}", raw_over_http.0, raw_over_http.1, raw_over_http.2);
+        println!("  HTTP minus stdio    : median {:>7.3}", raw_over_http.0 - raw_over_stdio.0);
 
         let mut clients = Vec::with_capacity(CLIENTS);
         for _ in 0..CLIENTS {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use addr::{ListenSpec, Protocol};
@@ -70,6 +70,31 @@ pub(crate) enum ListenError {
         addr: std::net::SocketAddr,
         message: String,
     },
+}
+
+/// The connections an HTTP listener accepts, each with `TCP_NODELAY` set.
+pub(crate) type Accepting = axum::serve::TapIo<TcpListener, fn(&mut TcpStream)>;
+
+/// `listener`, its accepted connections sending each write at once.
+///
+/// Without `TCP_NODELAY` a reply written in pieces (an SSE response's
+/// headers, then its event, then the end of the chunked body) waits out the
+/// client's delayed ACK: a raw-socket client measured 44 ms per MCP call
+/// against 4.7 ms over stdio.
+pub(crate) fn accepting(listener: TcpListener) -> Accepting {
+    axum::serve::ListenerExt::tap_io(listener, no_delay as fn(&mut TcpStream))
+}
+
+/// The gRPC listener's connections, each with `TCP_NODELAY` set (tonic sets
+/// it only on the listeners it binds itself).
+pub(crate) fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
+fn no_delay(stream: &mut TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
+    }
 }
 
 /// Binds every listener first (so a port in use fails the start before

@@ -41,7 +41,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
     let app = router(local, &shared);
     tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
     let shutdown = shared.shutdown.clone();
-    axum::serve(listener, app)
+    axum::serve(super::listen::accepting(listener), app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(|e| e.to_string())

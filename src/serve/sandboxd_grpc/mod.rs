@@ -64,7 +64,7 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> 
             ))
         }
     });
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = super::listen::incoming(listener);
     let shutdown = shared.shutdown.clone();
     let served = tonic::transport::Server::builder()
         .add_service(checked)

@@ -66,7 +66,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         shutdown: shared.shutdown.clone(),
     };
     let app = router(state, shared.auth.clone());
-    axum::serve(listener, app)
+    axum::serve(super::listen::accepting(listener), app)
         .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
         .await
         .map_err(|e| e.to_string())

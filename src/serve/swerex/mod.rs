@@ -120,10 +120,11 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
     let app = router(state.clone());
     let shutdown = shared.shutdown.clone();
     let closing = state.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.cancelled().await;
-        closing.close_all().await;
-    });
+    let server =
+        axum::serve(super::listen::accepting(listener), app).with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+            closing.close_all().await;
+        });
     let shutdown = shared.shutdown.clone();
     let outcome = tokio::select! {
         served = server => served.map_err(|e| e.to_string()),

@@ -1,0 +1,143 @@
+//! What every `serve --listen` door shares, checked on one process that
+//! listens with all five protocols: each accepted connection has
+//! `TCP_NODELAY` set, read from the server's own socket (duplicated into the
+//! test with `pidfd_getfd`), so no reply written in pieces waits out the
+//! client's delayed ACK.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::socket::{SockaddrStorage, getpeername, getsockopt, sockopt};
+use serde_json::Value;
+
+use crate::common::{ServerProcess, TestEnv, bin};
+
+const PROTOCOLS: [&str; 5] = [
+    "mcp",
+    "sandboxd-grpc",
+    "sandboxd-rest",
+    "python-runtime",
+    "swerex",
+];
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Protocol → address, from the `listening` lines of the server's log.
+fn listening(log: &std::path::Path) -> BTreeMap<String, SocketAddr> {
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let found: BTreeMap<String, SocketAddr> = text
+            .lines()
+            .filter_map(|line| {
+                let v: Value = serde_json::from_str(line).ok()?;
+                (v["fields"]["message"] == "listening").then_some(())?;
+                let protocol = v["fields"]["protocol"].as_str()?.to_owned();
+                Some((protocol, v["fields"]["addr"].as_str()?.parse().ok()?))
+            })
+            .collect();
+        if found.len() == PROTOCOLS.len() {
+            return found;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "not every listener started; log:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `TCP_NODELAY` of the server's end of `client`, once the server has
+/// accepted it.
+fn server_side_no_delay(pid: u32, client: &TcpStream) -> bool {
+    let ours = client.local_addr().unwrap();
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    assert!(
+        pidfd >= 0,
+        "pidfd_open: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a fresh fd owned by nothing else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
+    let started = Instant::now();
+    loop {
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap() {
+            let entry = entry.unwrap();
+            let is_socket = std::fs::read_link(entry.path())
+                .is_ok_and(|target| target.to_string_lossy().starts_with("socket:"));
+            let Some(fd) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            if !is_socket {
+                continue;
+            }
+            use std::os::fd::AsRawFd;
+            // SAFETY: pidfd_getfd duplicates the target's fd into ours, or
+            // returns -1 (the fd closed meanwhile).
+            let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+            if dup < 0 {
+                continue;
+            }
+            // SAFETY: a fresh fd owned by nothing else.
+            let socket = unsafe { OwnedFd::from_raw_fd(dup as i32) };
+            let Ok(peer) = getpeername::<SockaddrStorage>(socket.as_raw_fd()) else {
+                continue;
+            };
+            let peer = peer
+                .as_sockaddr_in()
+                .map(|a| SocketAddr::from(std::net::SocketAddrV4::from(*a)));
+            if peer == Some(ours) {
+                return getsockopt(&socket, sockopt::TcpNoDelay).unwrap();
+            }
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the server did not accept the connection from {ours}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn every_listener_sends_each_write_at_once() {
+    let env = TestEnv::new();
+    let log = env.root.path().join("serve.log");
+    let mut cmd = Command::new(bin());
+    cmd.arg("serve")
+        .arg("--root")
+        .arg(env.work())
+        .arg("--log-file")
+        .arg(&log);
+    for protocol in PROTOCOLS {
+        cmd.arg("--listen").arg(format!("{protocol}=127.0.0.1:0"));
+    }
+    let child = cmd
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", env.root.path().join("home"))
+        .env("AGENT_REACH_HOME", env.ar_home())
+        .env("AGENT_REACH_TOKEN", "t0ken-for-tests")
+        .current_dir(env.work())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let _known = agent_reach::exec::KnownChildGuard::register(pid as i32);
+    let _process = ServerProcess::new(child);
+    for (protocol, addr) in listening(&log) {
+        let client = TcpStream::connect(addr).unwrap();
+        assert!(
+            server_side_no_delay(pid, &client),
+            "the {protocol} listener on {addr} accepted a connection without TCP_NODELAY"
+        );
+    }
+}
