@@ -7,7 +7,10 @@
 //!
 //! `cargo bench --bench sandboxd_grpc` (release build of the binary;
 //! `AGENT_REACH_BIN=PATH` measures another build of the server, such as
-//! the static one `install.sh` ships).
+//! the static one `install.sh` ships). The stream is measured with two
+//! clients, run by run: one with the HTTP/2 settings of gRPC's C core (the
+//! published Python client's grpcio: 4 MiB frames) and one with tonic's
+//! default 16 KiB frames.
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
@@ -84,6 +87,93 @@ fn config(command: &[&str]) -> Option<ProcessConfig> {
     })
 }
 
+/// The `SETTINGS_MAX_FRAME_SIZE` gRPC's C core advertises (grpcio, the
+/// Python client's transport): 4 MiB.
+const GRPC_CORE_MAX_FRAME: u32 = 4 << 20;
+/// tonic's (hyper's) default: 16 KiB, so the server writes a frame, and
+/// makes a system call, per 16 KiB.
+const TONIC_MAX_FRAME: u32 = 16 << 10;
+
+/// A channel with HTTP/2 windows as gRPC's C core reaches them by BDP
+/// probing (the 64 KiB default would measure round trips, not the
+/// server) and the given largest frame.
+async fn connect(addr: &str, max_frame: u32) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .initial_stream_window_size(8 << 20)
+        .initial_connection_window_size(16 << 20)
+        .max_frame_size(max_frame)
+        .connect()
+        .await
+        .expect("connect")
+}
+
+fn stream_command() -> String {
+    format!("yes | head -c {STREAM_BYTES}")
+}
+
+/// The rates and server CPU of one client's streams.
+#[derive(Default)]
+struct Runs {
+    rates: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+impl Runs {
+    /// Streams `yes | head -c 1G` once, sampling the server's RSS.
+    async fn stream(
+        &mut self,
+        client: &mut ProcessServiceClient<tonic::transport::Channel>,
+        server_pid: u32,
+        label: &str,
+    ) {
+        let command = stream_command();
+        let mut stream = client
+            .start(StartRequest {
+                config: config(&["/bin/sh", "-c", &command]),
+                pty: None,
+            })
+            .await
+            .expect("start")
+            .into_inner();
+        let start = Instant::now();
+        let cpu_before = cpu_secs(server_pid);
+        let mut bytes = 0u64;
+        let mut next_sample = 0u64;
+        let (mut low, mut high) = (f64::MAX, 0.0f64);
+        while let Some(StartResponse { event }) = stream.message().await.expect("stream") {
+            match event {
+                Some(Event::Stdout(b)) => bytes += b.len() as u64,
+                Some(Event::Exit(exit)) => assert_eq!(exit.exit_code, 0),
+                _ => {}
+            }
+            if bytes >= next_sample {
+                let rss = rss_mib(server_pid);
+                (low, high) = (low.min(rss), high.max(rss));
+                next_sample += 64 << 20;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let cpu = cpu_secs(server_pid) - cpu_before;
+        assert_eq!(bytes, STREAM_BYTES);
+        let rate = bytes as f64 / (1 << 20) as f64 / secs;
+        println!(
+            "  {label}: {rate:.0} MiB/s; server CPU {cpu:.2} s; server RSS {low:.1}..{high:.1} MiB"
+        );
+        self.rates.push(rate);
+        self.cpu.push(cpu);
+    }
+
+    fn report(self, label: &str, cat: f64) {
+        let rate = median(self.rates);
+        println!(
+            "  {label}: {rate:.0} MiB/s ({:.1} % of cat); server CPU {:.2} s per GiB",
+            100.0 * rate / cat,
+            median(self.cpu)
+        );
+    }
+}
+
 fn main() {
     let home = tempfile::tempdir().expect("tempdir");
     let policy = home.path().join("policy.toml");
@@ -120,16 +210,11 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        // HTTP/2 windows as gRPC's C core reaches them by BDP probing; the
-        // 64 KiB default would measure round trips, not the server.
-        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .expect("endpoint")
-            .initial_stream_window_size(8 << 20)
-            .initial_connection_window_size(16 << 20)
-            .connect()
-            .await
-            .expect("connect");
-        let mut client = ProcessServiceClient::new(channel).max_decoding_message_size(8 << 20);
+        let mut client = ProcessServiceClient::new(connect(&addr, GRPC_CORE_MAX_FRAME).await)
+            .max_decoding_message_size(8 << 20);
+        let mut tonic_framed =
+            ProcessServiceClient::new(connect(&addr, TONIC_MAX_FRAME).await)
+                .max_decoding_message_size(8 << 20);
         // Warm-up: the connection, the first spawn, the spill directory.
         for _ in 0..20 {
             let _ = client.execute(ExecuteRequest { config: config(&["/bin/true"]) }).await;
@@ -150,49 +235,19 @@ fn main() {
             "Execute /bin/true round trip: median {grpc:.3} ms; bare fork+exec {bare:.3} ms; added {:.3} ms ({ROUND_TRIPS} interleaved)",
             grpc - bare
         );
-        let (mut rates, mut cat_rates, mut cpu_used) = (Vec::new(), Vec::new(), Vec::new());
+        // Run by run: the pipeline into cat, then the stream to each client.
+        let (mut cat_rates, mut core, mut framed) = (Vec::new(), Runs::default(), Runs::default());
         for run in 0..STREAM_RUNS {
-            let command = format!("yes | head -c {STREAM_BYTES}");
-            let cat = cat_rate(&command);
+            let cat = cat_rate(&stream_command());
             cat_rates.push(cat);
-            let mut stream = client
-                .start(StartRequest { config: config(&["/bin/sh", "-c", &command]), pty: None })
-                .await
-                .expect("start")
-                .into_inner();
-            let start = Instant::now();
-            let cpu_before = cpu_secs(server_pid);
-            let mut bytes = 0u64;
-            let mut next_sample = 0u64;
-            let (mut low, mut high) = (f64::MAX, 0.0f64);
-            while let Some(StartResponse { event }) = stream.message().await.expect("stream") {
-                match event {
-                    Some(Event::Stdout(b)) => bytes += b.len() as u64,
-                    Some(Event::Exit(exit)) => assert_eq!(exit.exit_code, 0),
-                    _ => {}
-                }
-                if bytes >= next_sample {
-                    let rss = rss_mib(server_pid);
-                    (low, high) = (low.min(rss), high.max(rss));
-                    next_sample += 64 << 20;
-                }
-            }
-            let secs = start.elapsed().as_secs_f64();
-            let cpu = cpu_secs(server_pid) - cpu_before;
-            cpu_used.push(cpu);
-            assert_eq!(bytes, STREAM_BYTES);
-            let rate = bytes as f64 / (1 << 20) as f64 / secs;
-            println!(
-                "Start stream run {run}: {rate:.0} MiB/s (into cat: {cat:.0} MiB/s); server CPU {cpu:.2} s; server RSS {low:.1}..{high:.1} MiB"
-            );
-            rates.push(rate);
+            println!("Start stream run {run}: into cat {cat:.0} MiB/s");
+            core.stream(&mut client, server_pid, "4 MiB frames").await;
+            framed.stream(&mut tonic_framed, server_pid, "16 KiB frames").await;
         }
-        let (rate, cat) = (median(rates), median(cat_rates));
-        println!(
-            "Start stream of yes | head -c 1G: median {rate:.0} MiB/s; into cat {cat:.0} MiB/s ({:.1} % of cat); server CPU median {:.2} s per GiB",
-            100.0 * rate / cat,
-            median(cpu_used)
-        );
+        let cat = median(cat_rates);
+        println!("Start stream of yes | head -c 1G, medians of {STREAM_RUNS}; into cat {cat:.0} MiB/s:");
+        core.report("client with gRPC core's 4 MiB frames", cat);
+        framed.report("client with tonic's 16 KiB frames", cat);
     });
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(server_pid as i32, libc::SIGTERM) };
