@@ -27,6 +27,32 @@ pub fn bin() -> PathBuf {
     }
 }
 
+/// `agent-reach serve` with listeners, as the listener suites start it:
+/// the work dir as `--root` and current directory, a JSON log at `log`,
+/// `token` in `$AGENT_REACH_TOKEN`, a cleared environment, no stdio.
+pub fn serve_listening(env: &TestEnv, log: &Path, listens: &[String], token: &str) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.arg("serve")
+        .arg("--root")
+        .arg(env.work())
+        .arg("--log-file")
+        .arg(log);
+    for listen in listens {
+        cmd.arg("--listen").arg(listen);
+    }
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", env.root.path().join("home"))
+        .env("AGENT_REACH_HOME", env.ar_home())
+        .env("LANG", "C.UTF-8")
+        .env("AGENT_REACH_TOKEN", token)
+        .current_dir(env.work())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
 /// A per-test scenario: a work dir, a private agent-reach home, a bin dir for links.
 pub struct TestEnv {
     pub root: tempfile::TempDir,

@@ -7,13 +7,12 @@
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::socket::{SockaddrStorage, getpeername, getsockopt, sockopt};
 use serde_json::Value;
 
-use crate::common::{ServerProcess, TestEnv, bin};
+use crate::common::{ServerProcess, TestEnv, serve_listening};
 
 const PROTOCOLS: [&str; 5] = [
     "mcp",
@@ -109,25 +108,11 @@ fn server_side_no_delay(pid: u32, client: &TcpStream) -> bool {
 fn every_listener_sends_each_write_at_once() {
     let env = TestEnv::new();
     let log = env.root.path().join("serve.log");
-    let mut cmd = Command::new(bin());
-    cmd.arg("serve")
-        .arg("--root")
-        .arg(env.work())
-        .arg("--log-file")
-        .arg(&log);
-    for protocol in PROTOCOLS {
-        cmd.arg("--listen").arg(format!("{protocol}=127.0.0.1:0"));
-    }
-    let child = cmd
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", env.root.path().join("home"))
-        .env("AGENT_REACH_HOME", env.ar_home())
-        .env("AGENT_REACH_TOKEN", "t0ken-for-tests")
-        .current_dir(env.work())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+    let listens: Vec<String> = PROTOCOLS
+        .iter()
+        .map(|protocol| format!("{protocol}=127.0.0.1:0"))
+        .collect();
+    let child = serve_listening(&env, &log, &listens, "t0ken-for-tests")
         .spawn()
         .unwrap();
     let pid = child.id();

@@ -8,13 +8,12 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::common::{ServerProcess, TestEnv, bin};
+use crate::common::{ServerProcess, TestEnv, serve_listening};
 
 /// The token the listener tests run with.
 pub(crate) const TOKEN: &str = "t0ken-for-tests";
@@ -48,28 +47,13 @@ impl Listening {
     pub(crate) async fn start_in(env: TestEnv, extra: &[&str], vars: &[(&str, &str)]) -> Self {
         let (rest_port, runtime_port) = (free_port(), free_port());
         let log = env.root.path().join("serve.log");
-        let child = Command::new(bin())
-            .arg("serve")
-            .arg("--root")
-            .arg(env.work())
-            .arg("--log-file")
-            .arg(&log)
-            .arg("--listen")
-            .arg(format!("sandboxd-rest=127.0.0.1:{rest_port}"))
-            .arg("--listen")
-            .arg(format!("python-runtime=127.0.0.1:{runtime_port}"))
+        let listens = [
+            format!("sandboxd-rest=127.0.0.1:{rest_port}"),
+            format!("python-runtime=127.0.0.1:{runtime_port}"),
+        ];
+        let child = serve_listening(&env, &log, &listens, TOKEN)
             .args(extra)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", env.root.path().join("home"))
-            .env("AGENT_REACH_HOME", env.ar_home())
-            .env("LANG", "C.UTF-8")
-            .env("AGENT_REACH_TOKEN", TOKEN)
             .envs(vars.iter().copied())
-            .current_dir(env.work())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
