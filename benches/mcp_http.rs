@@ -17,6 +17,8 @@
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -27,6 +29,9 @@ use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
+
+/// The command the bare baseline forks and execs (the shell the server runs `true` with).
+const BARE: &[&str] = &["/bin/bash", "-c", "true"];
 
 const TOKEN: &str = "bench-token";
 const ROUND_TRIPS: usize = 300;
@@ -46,18 +51,6 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     v.sort_unstable();
     let at = |q: f64| ms(v[((v.len() as f64 * q) as usize).min(v.len() - 1)]);
     (at(0.5), at(0.9), at(0.99))
-}
-
-fn fork_exec_true() -> Duration {
-    let start = Instant::now();
-    let status = Command::new("/bin/bash")
-        .args(["-c", "true"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(status.is_ok_and(|s| s.success()));
-    start.elapsed()
 }
 
 fn exec(cmd: &str) -> CallToolRequestParams {
@@ -85,10 +78,7 @@ fn server(home: &std::path::Path, extra: &[&str]) -> tokio::process::Command {
 }
 
 fn server_std(home: &std::path::Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(
-        std::env::var_os("AGENT_REACH_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-reach").into()),
-    );
+    let mut cmd = Command::new(common::server_bin());
     cmd.arg("serve")
         .arg("--root")
         .arg(home)
@@ -333,13 +323,13 @@ fn main() {
         let http = http_client(&url).await;
 
         for _ in 0..20 {
-            fork_exec_true();
+            common::fork_exec(BARE);
             timed_call(&stdio).await.expect("stdio warm-up");
             timed_call(&http).await.expect("HTTP warm-up");
         }
         let (mut bare, mut over_stdio, mut over_http) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..ROUND_TRIPS {
-            bare.push(fork_exec_true());
+            bare.push(common::fork_exec(BARE));
             over_stdio.push(timed_call(&stdio).await.expect("stdio call"));
             over_http.push(timed_call(&http).await.expect("HTTP call"));
         }

@@ -14,9 +14,11 @@
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
+mod common;
+
 use std::io::BufRead;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agent_reach::serve::sandboxd_grpc::proto::process_v1::{
     ExecuteRequest, ProcessConfig, StartRequest, StartResponse,
@@ -30,17 +32,6 @@ const STREAM_BYTES: u64 = 1 << 30;
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-fn fork_exec_true() -> Duration {
-    let start = Instant::now();
-    let status = Command::new("/bin/true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(status.is_ok_and(|s| s.success()));
-    start.elapsed()
 }
 
 fn rss_mib(pid: u32) -> f64 {
@@ -178,8 +169,7 @@ fn main() {
     let home = tempfile::tempdir().expect("tempdir");
     let policy = home.path().join("policy.toml");
     std::fs::write(&policy, "allow_raw_commands = true\n").expect("policy");
-    let bin = std::env::var_os("AGENT_REACH_BIN")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-reach").into());
+    let bin = common::server_bin();
     let mut server = Command::new(bin)
         .args(["serve", "--listen", "sandboxd-grpc=127.0.0.1:0", "--root"])
         .arg(home.path())
@@ -221,7 +211,7 @@ fn main() {
         }
         let (mut bare, mut grpc) = (Vec::new(), Vec::new());
         for _ in 0..ROUND_TRIPS {
-            bare.push(fork_exec_true().as_secs_f64() * 1e3);
+            bare.push(common::fork_exec(&["/bin/true"]).as_secs_f64() * 1e3);
             let start = Instant::now();
             let done = client
                 .execute(ExecuteRequest { config: config(&["/bin/true"]) })

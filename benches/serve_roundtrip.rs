@@ -9,13 +9,18 @@
 
 #![expect(clippy::expect_used, reason = "a benchmark stops at a failed setup")]
 
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
+
+/// The command the bare baseline forks and execs (the shell the server runs `true` with).
+const BARE: &[&str] = &["/bin/bash", "-c", "true"];
 
 const SEQUENTIAL_CALLS: usize = 300;
 const CONCURRENT_CALLS: usize = 640;
@@ -28,18 +33,6 @@ fn stats(mut v: Vec<Duration>) -> (f64, f64, f64) {
     (ms(v[v.len() / 2]), ms(v[v.len() * 9 / 10]), mean)
 }
 
-fn fork_exec_true() -> Duration {
-    let start = Instant::now();
-    let status = Command::new("/bin/bash")
-        .args(["-c", "true"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(status.is_ok_and(|s| s.success()));
-    start.elapsed()
-}
-
 fn bare_rate(in_flight: usize) -> f64 {
     let start = Instant::now();
     let per_thread = CONCURRENT_CALLS / in_flight;
@@ -47,7 +40,7 @@ fn bare_rate(in_flight: usize) -> f64 {
         .map(|_| {
             std::thread::spawn(move || {
                 for _ in 0..per_thread {
-                    fork_exec_true();
+                    common::fork_exec(BARE);
                 }
             })
         })
@@ -72,8 +65,7 @@ fn main() {
     runtime.block_on(async {
         let home = tempfile::tempdir().expect("tempdir");
         let mut cmd = tokio::process::Command::new(
-            std::env::var_os("AGENT_REACH_BIN")
-                .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-reach").into()),
+            common::server_bin(),
         );
         cmd.arg("serve")
             .arg("--root")
@@ -92,11 +84,11 @@ fn main() {
 
         // Warm up both paths.
         for _ in 0..20 {
-            fork_exec_true();
+            common::fork_exec(BARE);
             let _ = client.call_tool(exec_true()).await;
         }
 
-        let bare: Vec<Duration> = (0..SEQUENTIAL_CALLS).map(|_| fork_exec_true()).collect();
+        let bare: Vec<Duration> = (0..SEQUENTIAL_CALLS).map(|_| common::fork_exec(BARE)).collect();
         let mut served = Vec::with_capacity(SEQUENTIAL_CALLS);
         for _ in 0..SEQUENTIAL_CALLS {
             let start = Instant::now();
