@@ -27,6 +27,20 @@ pub fn bin() -> PathBuf {
     }
 }
 
+/// Protocol → address of every `listening` line in a server's JSON log so
+/// far (the addresses the ports `:0` were given).
+pub fn listening_addrs(log: &Path) -> std::collections::BTreeMap<String, std::net::SocketAddr> {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            (v["fields"]["message"] == "listening").then_some(())?;
+            let protocol = v["fields"]["protocol"].as_str()?.to_owned();
+            Some((protocol, v["fields"]["addr"].as_str()?.parse().ok()?))
+        })
+        .collect()
+}
+
 /// `agent-reach serve` with listeners, as the listener suites start it:
 /// the work dir as `--root` and current directory, a JSON log at `log`,
 /// `token` in `$AGENT_REACH_TOKEN`, a cleared environment, no stdio.

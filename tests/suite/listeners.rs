@@ -6,13 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use nix::sys::socket::{SockaddrStorage, getpeername, getsockopt, sockopt};
-use serde_json::Value;
 
-use crate::common::{ServerProcess, TestEnv, serve_listening};
+use crate::common::{ServerProcess, TestEnv, listening_addrs, serve_listening};
 
 const PROTOCOLS: [&str; 5] = [
     "mcp",
@@ -23,26 +22,18 @@ const PROTOCOLS: [&str; 5] = [
 ];
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Protocol → address, from the `listening` lines of the server's log.
+/// Protocol → address, once every listener logged its `listening` line.
 fn listening(log: &std::path::Path) -> BTreeMap<String, SocketAddr> {
     let started = Instant::now();
     loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let found: BTreeMap<String, SocketAddr> = text
-            .lines()
-            .filter_map(|line| {
-                let v: Value = serde_json::from_str(line).ok()?;
-                (v["fields"]["message"] == "listening").then_some(())?;
-                let protocol = v["fields"]["protocol"].as_str()?.to_owned();
-                Some((protocol, v["fields"]["addr"].as_str()?.parse().ok()?))
-            })
-            .collect();
+        let found = listening_addrs(log);
         if found.len() == PROTOCOLS.len() {
             return found;
         }
         assert!(
             started.elapsed() < LIMIT,
-            "not every listener started; log:\n{text}"
+            "not every listener started; log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -77,7 +68,6 @@ fn server_side_no_delay(pid: u32, client: &TcpStream) -> bool {
             if !is_socket {
                 continue;
             }
-            use std::os::fd::AsRawFd;
             // SAFETY: pidfd_getfd duplicates the target's fd into ours, or
             // returns -1 (the fd closed meanwhile).
             let dup = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };

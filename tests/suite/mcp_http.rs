@@ -20,7 +20,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-use crate::common::{TestEnv, bin};
+use crate::common::{TestEnv, bin, listening_addrs};
 
 /// The longest any single test may take.
 const TEST_LIMIT: Duration = Duration::from_secs(90);
@@ -93,19 +93,13 @@ async fn listen(extra: &[&str]) -> Listener {
 async fn wait_listening(log: &Path) -> SocketAddr {
     let started = Instant::now();
     loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        let found = text.lines().find_map(|line| {
-            let v: Value = serde_json::from_str(line).ok()?;
-            (v["fields"]["message"] == "listening")
-                .then(|| v["fields"]["addr"].as_str()?.parse().ok())
-                .flatten()
-        });
-        if let Some(addr) = found {
+        if let Some(addr) = listening_addrs(log).remove("mcp") {
             return addr;
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "the server did not listen within 30 s; log:\n{text}"
+            "the server did not listen within 30 s; log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

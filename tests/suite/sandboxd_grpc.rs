@@ -127,12 +127,12 @@ async fn execute(
         .into_inner()
 }
 
-/// `WriteStdin` of `payload` to process `id`: the call's answer.
 /// Bytes for a process's stdin.
 fn input(bytes: &[u8]) -> write_stdin_request::Payload {
     write_stdin_request::Payload::Input(bytes.to_vec())
 }
 
+/// `WriteStdin` of `payload` to process `id`: the call's answer.
 async fn write_stdin(
     client: &mut ProcessServiceClient<Channel>,
     id: i32,
