@@ -609,7 +609,16 @@ fn a_grandchild_is_killed_when_the_started_command_exits() {
         let mut output = Vec::new();
         read_until(&mut stream, &mut output, |o| o.ends_with(b"\n")).await;
         let pid: i32 = String::from_utf8_lossy(&output).trim().parse().unwrap();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        // `$!` is known as soon as the shell forks; the child may not have
+        // exec'd `sleep` yet.
+        let started = Instant::now();
+        let cmdline = loop {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+            if cmdline.starts_with(b"sleep") || started.elapsed() > Duration::from_secs(5) {
+                break cmdline;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
         assert!(
             cmdline.starts_with(b"sleep"),
             "pid {pid} is not the grandchild"
