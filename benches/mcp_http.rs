@@ -7,7 +7,10 @@
 //!   keep-alive on one socket, JSON lines on a pipe), so the server's own
 //!   share shows apart from rmcp's client;
 //! - 64 concurrent HTTP clients (one MCP session each) making 100 calls
-//!   each: errors, median and p99 latency;
+//!   each: errors, median and p99 latency; once of `exec_command true`,
+//!   against 64 threads each doing 100 bare fork+exec+waits of the same
+//!   shell (the floor under any server that runs the command), and once of
+//!   `list_sessions`, which spawns nothing (the server's own share);
 //! - the server's RSS per idle MCP session (clients connected, no calls) and
 //!   per idle exec session (`sleep` left running), from `/proc/PID/status`.
 //!
@@ -60,15 +63,76 @@ fn exec(cmd: &str) -> CallToolRequestParams {
 }
 
 async fn timed_call(client: &Client) -> Result<Duration, String> {
+    timed(client, exec("true")).await
+}
+
+async fn timed(client: &Client, params: CallToolRequestParams) -> Result<Duration, String> {
     let start = Instant::now();
-    let result = client
-        .call_tool(exec("true"))
-        .await
-        .map_err(|e| e.to_string())?;
+    let result = client.call_tool(params).await.map_err(|e| e.to_string())?;
     if result.is_error == Some(true) {
         return Err(format!("{:?}", result.content));
     }
     Ok(start.elapsed())
+}
+
+/// [`CLIENTS`] clients (an MCP session each) making [`CALLS_PER_CLIENT`]
+/// calls of `params` each, all at once: (answered, errors, calls per
+/// second, latency stats).
+async fn concurrent(
+    url: &str,
+    params: CallToolRequestParams,
+) -> (usize, usize, f64, (f64, f64, f64)) {
+    let mut clients = Vec::with_capacity(CLIENTS);
+    for _ in 0..CLIENTS {
+        clients.push(http_client(url).await);
+    }
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for client in clients {
+        let params = params.clone();
+        tasks.spawn(async move {
+            let mut times = Vec::with_capacity(CALLS_PER_CLIENT);
+            let mut errors = 0usize;
+            for _ in 0..CALLS_PER_CLIENT {
+                match timed(&client, params.clone()).await {
+                    Ok(t) => times.push(t),
+                    Err(_) => errors += 1,
+                }
+            }
+            let _ = client.cancel().await;
+            (times, errors)
+        });
+    }
+    let (mut times, mut errors) = (Vec::new(), 0);
+    while let Some(joined) = tasks.join_next().await {
+        let (t, e) = joined.expect("client task");
+        times.extend(t);
+        errors += e;
+    }
+    let rate = times.len() as f64 / start.elapsed().as_secs_f64();
+    (times.len(), errors, rate, stats(times))
+}
+
+/// The floor under the concurrent figure: [`CLIENTS`] threads each doing
+/// [`CALLS_PER_CLIENT`] bare fork+exec+waits of [`BARE`], no server at
+/// all: (per second, latency stats).
+fn concurrent_bare() -> (f64, (f64, f64, f64)) {
+    let start = Instant::now();
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            std::thread::spawn(|| {
+                (0..CALLS_PER_CLIENT)
+                    .map(|_| common::fork_exec(BARE))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let times: Vec<Duration> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("bare thread"))
+        .collect();
+    let rate = times.len() as f64 / start.elapsed().as_secs_f64();
+    (rate, stats(times))
 }
 
 fn server(home: &std::path::Path, extra: &[&str]) -> tokio::process::Command {
@@ -362,39 +426,21 @@ fn main() {
         println!("  bare HTTP client    : median {:>7.3}  p90 {:>7.3}  p99 {:>7.3}", raw_over_http.0, raw_over_http.1, raw_over_http.2);
         println!("  HTTP minus stdio    : median {:>7.3}", raw_over_http.0 - raw_over_stdio.0);
 
-        let mut clients = Vec::with_capacity(CLIENTS);
-        for _ in 0..CLIENTS {
-            clients.push(http_client(&url).await);
-        }
-        let start = Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
-        for client in clients {
-            tasks.spawn(async move {
-                let mut times = Vec::with_capacity(CALLS_PER_CLIENT);
-                let mut errors = 0usize;
-                for _ in 0..CALLS_PER_CLIENT {
-                    match timed_call(&client).await {
-                        Ok(t) => times.push(t),
-                        Err(_) => errors += 1,
-                    }
-                }
-                let _ = client.cancel().await;
-                (times, errors)
-            });
-        }
-        let (mut times, mut errors) = (Vec::new(), 0);
-        while let Some(joined) = tasks.join_next().await {
-            let (t, e) = joined.expect("client task");
-            times.extend(t);
-            errors += e;
-        }
-        let elapsed = start.elapsed();
-        let calls = times.len();
-        let (median, p90, p99) = stats(times);
+        let bare = tokio::task::block_in_place(concurrent_bare);
+        let (median, p90, p99) = bare.1;
         println!(
-            "{CLIENTS} HTTP clients x {CALLS_PER_CLIENT} calls: {calls} answered, {errors} errors, {:.0} calls/s; median {median:.3} ms, p90 {p90:.3} ms, p99 {p99:.3} ms",
-            calls as f64 / elapsed.as_secs_f64()
+            "{CLIENTS} threads x {CALLS_PER_CLIENT} bare fork+exec+wait of bash -c true, no server: {:.0} per s; median {median:.3} ms, p90 {p90:.3} ms, p99 {p99:.3} ms",
+            bare.0
         );
+        for (what, params) in [
+            ("exec_command `true`", exec("true")),
+            ("list_sessions (no spawn)", CallToolRequestParams::new("list_sessions")),
+        ] {
+            let (calls, errors, rate, (median, p90, p99)) = concurrent(&url, params).await;
+            println!(
+                "{CLIENTS} HTTP clients x {CALLS_PER_CLIENT} calls of {what}: {calls} answered, {errors} errors, {rate:.0} calls/s; median {median:.3} ms, p90 {p90:.3} ms, p99 {p99:.3} ms"
+            );
+        }
 
         tokio::time::sleep(Duration::from_millis(500)).await;
         let before = rss_kib(pid);

@@ -288,6 +288,24 @@ fn read_once(
     tap: &mut Option<TapWriter>,
 ) -> ReadOutcome {
     let fd: BorrowedFd<'_> = source.fd.as_fd();
+    if let Some(chunk) = tap.as_mut().and_then(|tap| tap.room(source.kind)) {
+        // Straight into the tap's chunk, at most a pump read at a time.
+        let room = chunk.spare_capacity_mut();
+        let want = room.len().min(buf.len());
+        // SAFETY: reading at most `want` bytes into the vector's spare
+        // capacity, from a descriptor we own; the length grows by what the
+        // kernel wrote.
+        let n = unsafe { libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), want) };
+        if n > 0 {
+            unsafe { chunk.set_len(chunk.len() + n as usize) };
+            if let Some(tap) = tap.as_mut() {
+                tap.filled();
+            }
+            shared.lock().last_output_at = Some(Instant::now());
+            return ReadOutcome::Data(n as usize);
+        }
+        return failed_read(n);
+    }
     // SAFETY: reading into a buffer we own, from a descriptor we own.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
     if n > 0 {
@@ -301,6 +319,11 @@ fn read_once(
         }
         return ReadOutcome::Data(n);
     }
+    failed_read(n)
+}
+
+/// What a `read` that returned `n` (zero or less) means.
+fn failed_read(n: isize) -> ReadOutcome {
     if n == 0 {
         return ReadOutcome::Closed;
     }
@@ -325,8 +348,13 @@ fn read_available(
         match read_once(shared, source, buf, tap) {
             ReadOutcome::Data(n) => read += n,
             ReadOutcome::WouldBlock => break,
+            // The stream's last chunk goes out when it is closed.
             ReadOutcome::Closed => return (read, true),
         }
+    }
+    // The round is over: what it read goes out now, not with the next one.
+    if let Some(tap) = tap.as_mut() {
+        tap.seal();
     }
     (read, false)
 }

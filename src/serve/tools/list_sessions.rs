@@ -26,9 +26,15 @@ impl AgentReachServer {
     pub(in crate::serve) async fn list_sessions(&self, args: JsonArgs) -> ToolResult {
         let _: tool_params::NoParams = parse(args)?;
         let sessions = self.table().live_of(self.client.id());
-        let rows = tokio::task::spawn_blocking(move || session_rows(&sessions))
-            .await
-            .unwrap_or_default();
+        // No session, nothing to look up in /proc (a scan of every process
+        // there costs milliseconds on a busy host).
+        let rows = if sessions.is_empty() {
+            Vec::new()
+        } else {
+            tokio::task::spawn_blocking(move || session_rows(&sessions))
+                .await
+                .unwrap_or_default()
+        };
         let text = if rows.is_empty() {
             "no sessions".to_owned()
         } else {
