@@ -3,7 +3,7 @@
 The server is started here on 127.0.0.1 (port 0, read back from its log) with
 a token. Each check prints one line; any failure exits 1. Covers, with the
 official `mcp` SDK's streamable HTTP client: no token and a wrong token are
-401, the tool list, a command, a dev server polled by session id with
+401, the tool list, a command, quick calls on one kept connection, a dev server polled by session id with
 wait_for, a tty prompt answered, a patch, a second client that cannot see the
 first one's session, and the first one's processes killed when its client
 closes (HTTP DELETE); langchain-mcp-adapters with transport
@@ -57,6 +57,18 @@ def tagged_pids(prefix):
         if any(v.startswith(prefix.encode()) for v in env):
             pids.add(int(entry))
     return pids
+
+
+def closed_connections_to(port):
+    """Client sockets in TIME_WAIT to `port` on loopback: one per connection
+    a client closed (from /proc/net/tcp, state 06)."""
+    count = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if int(fields[2].split(":")[1], 16) == port and fields[3] == "06":
+                count += 1
+    return count
 
 
 async def wait_dead(pid, seconds):
@@ -137,6 +149,14 @@ async def sdk_checks(server):
             r, text, s = await call(a, "exec_command", {"cmd": "echo hello"})
             check("sdk: a command", s.get("exit_code") == 0 and s.get("output") == "hello\n"
                   and "Process exited with code 0" in text, text)
+
+            port = int(server.addr.rsplit(":", 1)[1])
+            before = closed_connections_to(port)
+            for _ in range(20):
+                await call(a, "list_sessions", {})
+            closed = closed_connections_to(port) - before
+            check("sdk: quick calls keep the connection (JSON answers)", closed <= 2,
+                  f"{closed} connections closed over 20 calls")
 
             r, text, s = await call(a, "exec_command", {
                 "cmd": "echo compiling; sleep 1; echo 'ready on port 4000'; exec sleep 600",

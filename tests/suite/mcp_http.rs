@@ -274,19 +274,16 @@ impl Raw {
             .body(message.to_string())
     }
 
-    /// A request's `result` (from the SSE answer).
+    /// A request's `result` (from the JSON answer or the SSE stream).
     async fn request(&self, method: &str, params: Value) -> Value {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let response = self.post(message).send().await.unwrap();
         assert_eq!(response.status(), 200, "{method}");
-        let body = response.text().await.unwrap();
-        body.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .find(|m| m["id"] == id)
-            .map(|m| m["result"].clone())
-            .unwrap_or_else(|| panic!("no answer to {method} in {body}"))
+        answer_of(response, id)
+            .await
+            .unwrap_or_else(|body| panic!("no answer to {method} in {body}"))["result"]
+            .clone()
     }
 
     async fn tool(&self, name: &str, args: Value) -> Value {
@@ -307,6 +304,32 @@ impl Raw {
             .unwrap()
             .status()
     }
+}
+
+/// The content type of an answer and the answer to request `id` in it
+/// (the whole body when JSON, the matching `data:` line of an SSE stream);
+/// the body when it holds none.
+async fn typed_answer_of(response: reqwest::Response, id: u64) -> (String, Result<Value, String>) {
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = response.text().await.unwrap();
+    let answer = if kind.starts_with("application/json") {
+        serde_json::from_str::<Value>(&body).ok()
+    } else {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m["id"] == id)
+    };
+    (kind, answer.filter(|m| m["id"] == id).ok_or(body))
+}
+
+async fn answer_of(response: reqwest::Response, id: u64) -> Result<Value, String> {
+    typed_answer_of(response, id).await.1
 }
 
 fn run<F: std::future::Future<Output = ()>>(test: F) {
@@ -350,6 +373,39 @@ fn an_http_client_lists_the_tools_and_runs_a_command() {
         assert!(text.contains("Process exited with code 3"), "{text}");
         assert_eq!(v["output"], "hello\n");
         let _ = client.cancel().await;
+        l.stop().await;
+    });
+}
+
+#[test]
+fn a_call_answered_at_once_comes_back_as_json_and_a_slow_one_as_a_stream() {
+    run(async {
+        let l = listen(&[]).await;
+        let raw = Raw::open(&l).await;
+        let call = |id: u64, args: Value, meta: Value| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "exec_command", "arguments": args, "_meta": meta}})
+        };
+        let quick = raw.post(call(1, json!({"cmd": "echo quick"}), json!({})));
+        let (kind, answer) = typed_answer_of(quick.send().await.unwrap(), 1).await;
+        assert_eq!(kind, "application/json");
+        let answer = answer.unwrap();
+        assert_eq!(
+            answer["result"]["structuredContent"]["output"], "quick\n",
+            "{answer}"
+        );
+        // Slower than the JSON wait (1 s): a stream, open from the start.
+        let slow = call(
+            2,
+            json!({"cmd": "sleep 1.5; echo slow", "yield_time_ms": 10000}),
+            json!({}),
+        );
+        let (kind, answer) = typed_answer_of(raw.post(slow).send().await.unwrap(), 2).await;
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        assert_eq!(
+            answer.unwrap()["result"]["structuredContent"]["output"],
+            "slow\n"
+        );
         l.stop().await;
     });
 }

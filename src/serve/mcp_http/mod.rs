@@ -2,7 +2,8 @@
 //!
 //! rmcp's [`StreamableHttpService`] speaks the transport at `/mcp` (sessions
 //! by `Mcp-Session-Id`, `DELETE` to end one, SSE for progress, keep-alive
-//! pings); this module mounts it under axum behind the bearer token, gives
+//! pings; a call answered at once goes back as JSON, [`json_answers`]);
+//! this module mounts it under axum behind the bearer token, gives
 //! it the `Host`/`Origin` lists of [`hosts`], and answers `GET /healthz`
 //! without a token. Every MCP session gets its own handler from the factory:
 //! a clone of the one server (one table, registry, scheduler, metrics) with
@@ -10,6 +11,7 @@
 //! they die with it (`DELETE`, `--client-idle-timeout`, shutdown).
 
 pub(crate) mod hosts;
+mod json_answers;
 pub(crate) mod sessions;
 
 use std::time::Duration;
@@ -79,6 +81,9 @@ fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
     Router::new()
         .route_service(MCP_PATH, service)
         .layer(axum::middleware::from_fn(session_ended_is_200))
+        .layer(axum::middleware::from_fn(
+            json_answers::single_answer_as_json,
+        ))
         .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
         .layer(axum::middleware::from_fn_with_state(
             shared.auth.clone(),
