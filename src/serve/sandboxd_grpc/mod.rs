@@ -16,6 +16,7 @@
 pub(crate) mod execute;
 pub(crate) mod plan;
 pub mod proto;
+mod start_route;
 pub(crate) mod stream;
 pub(crate) mod table;
 
@@ -59,15 +60,20 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> 
         if auth.accepts(presented) {
             Ok(request)
         } else {
-            Err(Status::unauthenticated(
-                "this server needs metadata authorization: Bearer <token>",
-            ))
+            Err(unauthenticated())
         }
     });
+    let routed = start_route::WithStart {
+        tonic: checked,
+        service: Service {
+            shared: shared.clone(),
+            processes: processes.clone(),
+        },
+    };
     let incoming = super::listen::incoming(listener);
     let shutdown = shared.shutdown.clone();
     let served = tonic::transport::Server::builder()
-        .add_service(checked)
+        .add_service(routed)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;
     // Streams end on the shutdown themselves; this catches any whose task
@@ -92,29 +98,8 @@ impl ProcessService for Service {
         request: Request<StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
         let deadline = execute::deadline_of(request.metadata(), Instant::now());
-        let StartRequest { config, pty } = request.into_inner();
-        let req = ProcessRequest::from_config(config, pty.is_some(), true)?;
-        let plan = plan_process(&self.shared, &req)?;
-        let (tap, receiver) = crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS)
-            .map_err(|e| Status::internal(format!("cannot open the output stream: {e}")))?;
-        let pty_size = pty
-            .filter(|p| p.cols > 0 && p.rows > 0)
-            .map(|p| (clamp_u16(p.cols), clamp_u16(p.rows)));
-        let attach = Attach {
-            tap: Some(tap),
-            stdin_pipe: !req.tty,
-            pty_size,
-        };
-        let exec = Execution::spawn_attached(plan.spec, attach).map_err(|e| start_error(&e))?;
-        let registration = self.processes.insert(exec.clone());
-        Ok(Response::new(stream::open(stream::Forward {
-            exec,
-            report: plan.report,
-            tap: receiver,
-            registration,
-            deadline,
-            shutdown: self.shared.shutdown.clone(),
-        })))
+        self.open_start(request.into_inner(), deadline)
+            .map(Response::new)
     }
 
     async fn execute(
@@ -187,11 +172,48 @@ impl ProcessService for Service {
 }
 
 impl Service {
+    /// Starts a process and opens its event stream (tonic's `start` and
+    /// the route in front of it, [`start_route`], both come here).
+    fn open_start(
+        &self,
+        request: StartRequest,
+        deadline: Option<Instant>,
+    ) -> Result<stream::EventStream, Status> {
+        let StartRequest { config, pty } = request;
+        let req = ProcessRequest::from_config(config, pty.is_some(), true)?;
+        let plan = plan_process(&self.shared, &req)?;
+        let (tap, receiver) = crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS)
+            .map_err(|e| Status::internal(format!("cannot open the output stream: {e}")))?;
+        let pty_size = pty
+            .filter(|p| p.cols > 0 && p.rows > 0)
+            .map(|p| (clamp_u16(p.cols), clamp_u16(p.rows)));
+        let attach = Attach {
+            tap: Some(tap),
+            stdin_pipe: !req.tty,
+            pty_size,
+        };
+        let exec = Execution::spawn_attached(plan.spec, attach).map_err(|e| start_error(&e))?;
+        let registration = self.processes.insert(exec.clone());
+        Ok(stream::open(stream::Forward {
+            exec,
+            report: plan.report,
+            tap: receiver,
+            registration,
+            deadline,
+            shutdown: self.shared.shutdown.clone(),
+        }))
+    }
+
     fn process(&self, id: i32) -> Result<Execution, Status> {
         self.processes
             .get(id)
             .ok_or_else(|| Status::not_found(format!("process {id} not found")))
     }
+}
+
+/// The status of a call without the right token.
+fn unauthenticated() -> Status {
+    Status::unauthenticated("this server needs metadata authorization: Bearer <token>")
 }
 
 /// The status of a failed call on a live process.
