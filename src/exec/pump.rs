@@ -288,7 +288,9 @@ fn read_once(
     tap: &mut Option<TapWriter>,
 ) -> ReadOutcome {
     let fd: BorrowedFd<'_> = source.fd.as_fd();
-    if let Some(chunk) = tap.as_mut().and_then(|tap| tap.room(source.kind)) {
+    if let Some(writer) = tap.as_mut()
+        && let Some(chunk) = writer.room(source.kind)
+    {
         // Straight into the tap's chunk, at most a pump read at a time.
         let room = chunk.spare_capacity_mut();
         let want = room.len().min(buf.len());
@@ -297,10 +299,9 @@ fn read_once(
         // kernel wrote.
         let n = unsafe { libc::read(fd.as_raw_fd(), room.as_mut_ptr().cast(), want) };
         if n > 0 {
+            // SAFETY: the kernel initialized those `n` bytes.
             unsafe { chunk.set_len(chunk.len() + n as usize) };
-            if let Some(tap) = tap.as_mut() {
-                tap.filled();
-            }
+            writer.filled();
             shared.lock().last_output_at = Some(Instant::now());
             return ReadOutcome::Data(n as usize);
         }

@@ -158,9 +158,7 @@ impl TapWriter {
         if self.redactors.is_some() {
             return None;
         }
-        if self.open.as_ref().is_some_and(|open| open.kind != kind) {
-            self.seal();
-        }
+        self.seal_other_than(kind);
         let open = self.open.get_or_insert_with(|| TapChunk {
             kind,
             bytes: Vec::with_capacity(TAP_CHUNK_BYTES),
@@ -215,13 +213,19 @@ impl TapWriter {
         self.retry();
     }
 
+    /// A chunk of the other stream being filled goes out first: a chunk
+    /// holds one stream's bytes.
+    fn seal_other_than(&mut self, kind: StreamKind) {
+        if self.open.as_ref().is_some_and(|open| open.kind != kind) {
+            self.seal();
+        }
+    }
+
     fn append(&mut self, kind: StreamKind, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
-        if self.open.as_ref().is_some_and(|open| open.kind != kind) {
-            self.seal();
-        }
+        self.seal_other_than(kind);
         match self.open.as_mut() {
             Some(open) => open.bytes.extend_from_slice(bytes),
             None => {

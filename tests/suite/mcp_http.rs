@@ -280,8 +280,9 @@ impl Raw {
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let response = self.post(message).send().await.unwrap();
         assert_eq!(response.status(), 200, "{method}");
-        answer_of(response, id)
+        typed_answer_of(response, id)
             .await
+            .1
             .unwrap_or_else(|body| panic!("no answer to {method} in {body}"))["result"]
             .clone()
     }
@@ -326,10 +327,6 @@ async fn typed_answer_of(response: reqwest::Response, id: u64) -> (String, Resul
             .find(|m| m["id"] == id)
     };
     (kind, answer.filter(|m| m["id"] == id).ok_or(body))
-}
-
-async fn answer_of(response: reqwest::Response, id: u64) -> Result<Value, String> {
-    typed_answer_of(response, id).await.1
 }
 
 fn run<F: std::future::Future<Output = ()>>(test: F) {

@@ -26,7 +26,6 @@ use tonic::{Request, Response, Status};
 
 use crate::exec::{Attach, ExecError, Execution};
 use crate::serve::listen::Shared;
-use crate::serve::listen::auth::bearer_credential;
 use plan::{ProcessRequest, plan_process, start_error};
 use proto::process_v1::process_service_server::{ProcessService, ProcessServiceServer};
 use proto::process_v1::{
@@ -51,29 +50,16 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> 
         shared: shared.clone(),
         processes: processes.clone(),
     };
-    let auth = shared.auth.clone();
-    let checked = ProcessServiceServer::with_interceptor(service, move |request: Request<()>| {
-        let presented = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| bearer_credential(v.as_bytes()));
-        if auth.accepts(presented) {
-            Ok(request)
-        } else {
-            Err(unauthenticated())
-        }
-    });
-    let routed = start_route::WithStart {
-        tonic: checked,
-        service: Service {
-            shared: shared.clone(),
-            processes: processes.clone(),
-        },
+    // The token is checked in front of every method, with `Start`
+    // ([`start_route`]).
+    let front = start_route::Front {
+        tonic: ProcessServiceServer::new(service.clone()),
+        service,
     };
     let incoming = super::listen::incoming(listener);
     let shutdown = shared.shutdown.clone();
     let served = tonic::transport::Server::builder()
-        .add_service(routed)
+        .add_service(front)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;
     // Streams end on the shutdown themselves; this catches any whose task

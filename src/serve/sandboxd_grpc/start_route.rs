@@ -1,18 +1,18 @@
-//! `Start` answered below tonic, so a stream's output goes out without a
-//! copy.
+//! What stands in front of tonic's `ProcessService`: the token check of
+//! every method, and `Start` answered below tonic, so a stream's output
+//! goes out without a copy.
 //!
 //! tonic encodes each message into a buffer of its own: prost copies the
 //! `bytes` field in, which for a flood is a copy of every byte on the
 //! server's busiest threads (a sixth of its CPU on a `Start` stream of
 //! `yes`). This route answers `/process.v1.ProcessService/Start` itself:
-//! it checks the token and reads the one request message as tonic would,
+//! it reads the one request message as tonic would,
 //! opens the stream through the same [`Service::open_start`], and frames
 //! each event by hand: the gRPC message prefix, the field's tag and length
 //! in a few bytes of their own, then the chunk of output as the pump read
 //! it, handed to HTTP/2 as it is. The trailers carry `grpc-status` (and
 //! `grpc-message`) as tonic's would. Every other method goes to tonic.
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -41,18 +41,19 @@ const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 const STDOUT_FIELD: u8 = 2;
 const STDERR_FIELD: u8 = 3;
 
-/// tonic's `ProcessService` with `Start` taken out in front of it.
+/// tonic's `ProcessService` behind the token check, with `Start` taken
+/// out in front of it.
 #[derive(Clone)]
-pub(crate) struct WithStart<S> {
+pub(crate) struct Front<S> {
     pub(crate) tonic: S,
     pub(crate) service: Service,
 }
 
-impl<S> NamedService for WithStart<S> {
+impl<S> NamedService for Front<S> {
     const NAME: &'static str = "process.v1.ProcessService";
 }
 
-impl<S, B> TowerService<http::Request<Body>> for WithStart<S>
+impl<S, B> TowerService<http::Request<Body>> for Front<S>
 where
     S: TowerService<http::Request<Body>, Response = http::Response<B>, Error = Infallible>
         + Send
@@ -70,6 +71,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        if !self.service.shared.auth.accepts_bearer(request.headers()) {
+            return Box::pin(async { Ok(super::unauthenticated().into_http()) });
+        }
         if request.uri().path() != START_PATH {
             let answer = self.tonic.call(request);
             return Box::pin(async move { answer.await.map(|r| r.map(Body::new)) });
@@ -89,9 +93,6 @@ async fn start(
     request: http::Request<Body>,
 ) -> Result<http::Response<Body>, Status> {
     let (parts, body) = request.into_parts();
-    if !service.shared.auth.accepts_bearer(&parts.headers) {
-        return Err(super::unauthenticated());
-    }
     if parts
         .headers
         .get("grpc-encoding")
@@ -113,7 +114,7 @@ async fn start(
     let events = service.open_start(request, deadline)?;
     let body = http_body_util::StreamBody::new(Frames {
         events,
-        queued: VecDeque::new(),
+        queued: None,
         done: false,
     });
     http::Response::builder()
@@ -143,7 +144,8 @@ fn one_message(body: &[u8]) -> Result<&[u8], Status> {
 /// A stream's events as HTTP/2 body frames, then its trailers.
 struct Frames {
     events: EventStream,
-    queued: VecDeque<Frame<Bytes>>,
+    /// The output chunk that follows the head just sent.
+    queued: Option<Frame<Bytes>>,
     done: bool,
 }
 
@@ -151,7 +153,7 @@ impl Stream for Frames {
     type Item = Result<Frame<Bytes>, Infallible>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(frame) = self.queued.pop_front() {
+        if let Some(frame) = self.queued.take() {
             return Poll::Ready(Some(Ok(frame)));
         }
         if self.done {
@@ -164,7 +166,7 @@ impl Stream for Frames {
         let status = match next {
             Some(Ok(event)) => {
                 let (head, chunk) = framed(event);
-                self.queued.extend(chunk.map(Frame::data));
+                self.queued = chunk.map(Frame::data);
                 return Poll::Ready(Some(Ok(Frame::data(head))));
             }
             Some(Err(status)) => status,
