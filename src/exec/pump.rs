@@ -124,6 +124,10 @@ impl Job {
             }
             let settle_limit = settle_at.filter(|_| !clean_up_started);
             let wait_limit = timeout_at.filter(|_| !exited).or(settle_limit);
+            let wait_limit = match (wait_limit, tap.as_ref().and_then(TapWriter::hold_deadline)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let (ready, pid_ready, wake_ready, interrupt_ready) = wait_ready(
                 &sources,
                 pidfd.as_ref(),
@@ -133,10 +137,8 @@ impl Job {
                 exited,
                 wait_limit,
             );
-            if let Some(tap) = tap.as_mut()
-                && tap.is_blocked()
-            {
-                tap.retry();
+            if let Some(tap) = tap.as_mut() {
+                tap.after_wait();
             }
             let mut interrupted_now = false;
             if interrupt_ready && let Some(fd) = interrupt.as_ref() {
@@ -230,6 +232,7 @@ fn wait_ready(
     // A full tap: the sources are not watched (their data waits in the
     // pipe; a closed one would report POLLHUP at once), the tap's wake-up is.
     let held_back = tap.is_some_and(TapWriter::is_blocked);
+    let waits_on_receiver = tap.is_some_and(TapWriter::waits_on_receiver);
     let mut fds: Vec<PollFd> = if held_back {
         Vec::new()
     } else {
@@ -238,7 +241,7 @@ fn wait_ready(
             .map(|s| PollFd::new(s.fd.as_fd(), PollFlags::POLLIN))
             .collect()
     };
-    if let Some(tap) = tap.filter(|_| held_back) {
+    if let Some(tap) = tap.filter(|_| waits_on_receiver) {
         fds.push(PollFd::new(tap.wake_fd(), PollFlags::POLLIN));
     }
     let pid_index = match pidfd {
@@ -353,9 +356,10 @@ fn read_available(
             ReadOutcome::Closed => return (read, true),
         }
     }
-    // The round is over: what it read goes out now, not with the next one.
+    // The round is over: what it read goes out now if the receiver is
+    // waiting for it, else with what the next rounds add.
     if let Some(tap) = tap.as_mut() {
-        tap.seal();
+        tap.end_round();
     }
     (read, false)
 }

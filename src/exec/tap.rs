@@ -3,13 +3,19 @@
 //! pipes, and the size of its PTY. See [`Attach`] and
 //! [`Execution::spawn_attached`](super::Execution::spawn_attached).
 //!
-//! The tap is a bounded channel of chunks. A chunk is what one round of
-//! the pump found in one pipe (redacted), up to [`TAP_CHUNK_BYTES`]: the
-//! pump reads straight into it, so a byte is copied once on its way from
-//! the pipe to the caller, and a flood goes out in a few large messages
-//! instead of one per read (a client pays per message), while output that
-//! trickles goes out at once, as small as it came. Back-pressure goes
-//! onto the command, never onto the pump:
+//! The tap is a bounded channel of chunks. A chunk is what the pump read
+//! from one pipe (redacted) since the receiver last caught up, up to
+//! [`TAP_CHUNK_BYTES`]: the pump reads straight into it, so a byte is
+//! copied once on its way from the pipe to the caller. At the end of a
+//! round of reads the chunk goes out, unless the receiver is behind (it
+//! has not taken every chunk before; it wakes the pump when it takes one)
+//! or the chunk was opened right after the last went out, in a flood (it
+//! gathers for [`TAP_GATHER`]); meanwhile the next rounds add to it, and a
+//! full chunk goes out at once. So output after a pause goes out at the
+//! end of its round, as small as it came, and a flood goes out in 512 KiB
+//! messages instead of a pipe write or two each (a client pays per
+//! message: see docs/PERFORMANCE.md). Back-pressure goes onto the
+//! command, never onto the pump:
 //! when the channel is full the pump keeps its unsent chunk and stops
 //! reading that command's output (so the pipe fills and the command's
 //! `write` blocks, as it would behind a slow terminal) while it goes on
@@ -26,6 +32,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -40,6 +47,12 @@ pub(crate) const DEFAULT_TAP_CHUNKS: usize = 8;
 /// the pipe sends them in several chunks. Under the `serve` malloc's mmap
 /// threshold, so a freed chunk's memory is reused, not faulted in anew.
 pub(crate) const TAP_CHUNK_BYTES: usize = 512 * 1024;
+
+/// How long a chunk opened in a flood (right after the last one went
+/// out) gathers output before it goes out, when it does not fill first:
+/// a client pays per message, and a flood read as it comes would go out
+/// in pieces of a pipe write or two. Output after a pause goes out at once.
+pub(crate) const TAP_GATHER: Duration = Duration::from_millis(1);
 
 /// What a caller attaches to a command it spawns.
 #[derive(Debug, Default)]
@@ -67,7 +80,9 @@ pub(crate) struct TapChunk {
 #[derive(Debug)]
 pub struct OutputTap {
     tx: mpsc::Sender<TapChunk>,
-    blocked: Arc<AtomicBool>,
+    /// The pump waits for the receiver to take a chunk (the channel is
+    /// full, or a chunk is held open): the receiver wakes it.
+    wake_on_take: Arc<AtomicBool>,
     wake: UnixStream,
 }
 
@@ -75,7 +90,7 @@ pub struct OutputTap {
 #[derive(Debug)]
 pub(crate) struct TapReceiver {
     rx: mpsc::Receiver<TapChunk>,
-    blocked: Arc<AtomicBool>,
+    wake_on_take: Arc<AtomicBool>,
     wake: UnixStream,
 }
 
@@ -85,16 +100,16 @@ pub(crate) fn output_tap(capacity: usize) -> std::io::Result<(OutputTap, TapRece
     let (pump_side, receiver_side) = UnixStream::pair()?;
     pump_side.set_nonblocking(true)?;
     receiver_side.set_nonblocking(true)?;
-    let blocked = Arc::new(AtomicBool::new(false));
+    let wake_on_take = Arc::new(AtomicBool::new(false));
     Ok((
         OutputTap {
             tx,
-            blocked: Arc::clone(&blocked),
+            wake_on_take: Arc::clone(&wake_on_take),
             wake: pump_side,
         },
         TapReceiver {
             rx,
-            blocked,
+            wake_on_take,
             wake: receiver_side,
         },
     ))
@@ -105,7 +120,7 @@ impl TapReceiver {
     /// cut at the drain bound).
     pub(crate) async fn recv(&mut self) -> Option<TapChunk> {
         let chunk = self.rx.recv().await;
-        if self.blocked.load(Ordering::Acquire) {
+        if self.wake_on_take.load(Ordering::SeqCst) {
             let _ = (&self.wake).write(&[1]);
         }
         chunk
@@ -118,6 +133,13 @@ impl TapReceiver {
 pub(crate) struct TapWriter {
     tap: OutputTap,
     open: Option<TapChunk>,
+    /// The open chunk outlived a round: the receiver was behind, or a
+    /// flood's chunk gathers for [`TAP_GATHER`].
+    holding: bool,
+    /// When the open chunk, opened in a flood, goes out at the latest.
+    gathering_until: Option<Instant>,
+    /// When the last chunk went out.
+    last_sealed_at: Option<Instant>,
     pending: VecDeque<TapChunk>,
     redactors: Option<[Redactor; 2]>,
     closed: bool,
@@ -134,6 +156,9 @@ impl TapWriter {
         Self {
             tap,
             open: None,
+            holding: false,
+            gathering_until: None,
+            last_sealed_at: None,
             pending: VecDeque::new(),
             redactors,
             closed: false,
@@ -145,9 +170,71 @@ impl TapWriter {
         !self.pending.is_empty()
     }
 
+    /// The pump waits for the receiver to take a chunk: the channel is
+    /// full, or a chunk is held open until the receiver catches up.
+    pub(super) fn waits_on_receiver(&self) -> bool {
+        self.is_blocked() || self.holding
+    }
+
     /// The descriptor that turns readable when the receiver took a chunk.
     pub(super) fn wake_fd(&self) -> BorrowedFd<'_> {
         self.tap.wake.as_fd()
+    }
+
+    /// When a held chunk goes out unless the receiver is behind: the pump
+    /// waits no longer than this.
+    pub(super) fn hold_deadline(&self) -> Option<Instant> {
+        self.gathering_until.filter(|_| self.holding)
+    }
+
+    /// After a wait: the unsent chunks are offered again, and a held chunk
+    /// goes out if it may (see [`end_round`](Self::end_round)).
+    pub(super) fn after_wait(&mut self) {
+        if !self.waits_on_receiver() {
+            return;
+        }
+        if self.retry() {
+            self.release_held();
+        }
+    }
+
+    /// The end of a round of reads: the chunk being filled goes out, unless
+    /// the receiver has not taken every chunk before it (the receiver
+    /// wakes the pump when it takes one) or the chunk belongs to a flood
+    /// and gathers on for [`TAP_GATHER`]. Either way the next rounds add to
+    /// it, and it goes out when full.
+    pub(super) fn end_round(&mut self) {
+        if self.closed || self.open.as_ref().is_none_or(|open| open.bytes.is_empty()) {
+            return;
+        }
+        self.holding = true;
+        self.release_held();
+    }
+
+    fn release_held(&mut self) {
+        if !self.holding {
+            return;
+        }
+        if !self.caught_up() {
+            self.tap.wake_on_take.store(true, Ordering::SeqCst);
+            // The receiver may have taken the last chunk before it could
+            // see the flag: look once more, or it would never wake us.
+            if !self.caught_up() {
+                return;
+            }
+        }
+        if self
+            .gathering_until
+            .is_some_and(|until| Instant::now() < until)
+        {
+            return;
+        }
+        self.seal();
+    }
+
+    /// Every chunk handed over has been taken by the receiver.
+    fn caught_up(&self) -> bool {
+        self.pending.is_empty() && self.tap.tx.capacity() == self.tap.tx.max_capacity()
     }
 
     /// The chunk a read of `kind` may go straight into, with room for at
@@ -159,11 +246,10 @@ impl TapWriter {
             return None;
         }
         self.seal_other_than(kind);
-        let open = self.open.get_or_insert_with(|| TapChunk {
-            kind,
-            bytes: Vec::with_capacity(TAP_CHUNK_BYTES),
-        });
-        Some(&mut open.bytes)
+        if self.open.is_none() {
+            self.open_chunk(kind, Vec::with_capacity(TAP_CHUNK_BYTES));
+        }
+        self.open.as_mut().map(|open| &mut open.bytes)
     }
 
     /// A read went into [`room`](Self::room): a full chunk is sent.
@@ -196,11 +282,13 @@ impl TapWriter {
         self.seal();
     }
 
-    /// The end of a round of reads: the chunk being filled goes out.
+    /// The chunk being filled goes out now.
     pub(super) fn seal(&mut self) {
+        self.holding = false;
         let Some(mut chunk) = self.open.take() else {
             return;
         };
+        self.last_sealed_at = Some(Instant::now());
         if self.closed || chunk.bytes.is_empty() {
             return;
         }
@@ -228,13 +316,19 @@ impl TapWriter {
         self.seal_other_than(kind);
         match self.open.as_mut() {
             Some(open) => open.bytes.extend_from_slice(bytes),
-            None => {
-                self.open = Some(TapChunk {
-                    kind,
-                    bytes: bytes.to_vec(),
-                })
-            }
+            None => self.open_chunk(kind, bytes.to_vec()),
         }
+    }
+
+    /// A new chunk: one opened right after the last went out belongs to a
+    /// flood, and gathers until [`TAP_GATHER`] from now.
+    fn open_chunk(&mut self, kind: StreamKind, bytes: Vec<u8>) {
+        let now = Instant::now();
+        self.gathering_until = self
+            .last_sealed_at
+            .filter(|at| now.duration_since(*at) < TAP_GATHER)
+            .map(|_| now + TAP_GATHER);
+        self.open = Some(TapChunk { kind, bytes });
     }
 
     /// Tries to hand the unsent chunks over again (after a wake-up);
@@ -263,7 +357,7 @@ impl TapWriter {
         }
         match self.tap.tx.try_send(chunk) {
             Ok(()) => {
-                self.tap.blocked.store(false, Ordering::Release);
+                self.tap.wake_on_take.store(self.holding, Ordering::SeqCst);
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -271,12 +365,12 @@ impl TapWriter {
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Full(chunk)) => {
-                self.tap.blocked.store(true, Ordering::Release);
+                self.tap.wake_on_take.store(true, Ordering::SeqCst);
                 // The receiver may have taken a chunk before it could see
                 // the flag: look once more, or it would never wake us.
                 match self.tap.tx.try_send(chunk) {
                     Ok(()) => {
-                        self.tap.blocked.store(false, Ordering::Release);
+                        self.tap.wake_on_take.store(self.holding, Ordering::SeqCst);
                         Ok(())
                     }
                     Err(mpsc::error::TrySendError::Full(chunk)) => Err(chunk),
@@ -407,5 +501,79 @@ mod tests {
             writer.retry();
         }
         assert_eq!(got, [b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]);
+    }
+
+    fn try_take(receiver: &mut TapReceiver) -> Option<Vec<u8>> {
+        receiver.rx.try_recv().ok().map(|c| c.bytes)
+    }
+
+    fn readable(fd: BorrowedFd<'_>) -> bool {
+        let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+        nix::poll::poll(&mut fds, 1000u16).unwrap() == 1
+    }
+
+    #[test]
+    fn a_round_after_a_pause_goes_out_at_its_end() {
+        let (tap, mut receiver) = output_tap(8).unwrap();
+        let mut writer = TapWriter::new(tap, &[]);
+        writer.push(StreamKind::Stdout, b"$ ");
+        writer.end_round();
+        assert_eq!(try_take(&mut receiver), Some(b"$ ".to_vec()));
+        std::thread::sleep(TAP_GATHER * 2);
+        writer.push(StreamKind::Stdout, b"next");
+        writer.end_round();
+        assert_eq!(try_take(&mut receiver), Some(b"next".to_vec()));
+        assert!(!writer.waits_on_receiver());
+    }
+
+    #[test]
+    fn a_flood_gathers_its_rounds_into_one_chunk_until_the_gathering_time_is_up() {
+        let (tap, mut receiver) = output_tap(8).unwrap();
+        let mut writer = TapWriter::new(tap, &[]);
+        writer.push(StreamKind::Stdout, b"a");
+        writer.end_round();
+        assert_eq!(try_take(&mut receiver), Some(b"a".to_vec()));
+        for part in [&b"b"[..], b"c"] {
+            writer.push(StreamKind::Stdout, part);
+            writer.end_round();
+        }
+        assert_eq!(try_take(&mut receiver), None);
+        let deadline = writer
+            .hold_deadline()
+            .expect("a flood's chunk has a deadline");
+        assert!(deadline <= Instant::now() + TAP_GATHER);
+        std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+        writer.after_wait();
+        assert_eq!(try_take(&mut receiver), Some(b"bc".to_vec()));
+        // A full chunk does not wait for its time.
+        writer.push(StreamKind::Stdout, &vec![b'x'; TAP_CHUNK_BYTES]);
+        assert_eq!(
+            try_take(&mut receiver).map(|b| b.len()),
+            Some(TAP_CHUNK_BYTES)
+        );
+    }
+
+    #[tokio::test]
+    async fn while_the_receiver_is_behind_a_chunk_grows_and_goes_when_it_catches_up() {
+        let (tap, mut receiver) = output_tap(8).unwrap();
+        let mut writer = TapWriter::new(tap, &[]);
+        writer.push(StreamKind::Stdout, b"one");
+        writer.end_round();
+        std::thread::sleep(TAP_GATHER * 2);
+        writer.push(StreamKind::Stdout, b"two");
+        writer.end_round();
+        writer.push(StreamKind::Stdout, b"three");
+        writer.end_round();
+        assert!(writer.waits_on_receiver());
+        assert_eq!(
+            writer.hold_deadline(),
+            None,
+            "no deadline: the receiver wakes us"
+        );
+        assert_eq!(receiver.recv().await, Some(chunk(b"one")));
+        assert!(readable(writer.wake_fd()));
+        writer.after_wait();
+        assert_eq!(receiver.recv().await, Some(chunk(b"twothree")));
+        assert!(!writer.waits_on_receiver());
     }
 }
