@@ -12,10 +12,12 @@ import os
 import sys
 import tempfile
 import time
-from datetime import timedelta
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from mcp_sdk import VERSION, call, field, is_error  # noqa: E402
 
 FAILURES = []
 PASSED = []
@@ -42,12 +44,6 @@ def tagged_pids(prefix):
         if any(v.startswith(prefix.encode()) for v in env):
             pids.add(int(entry))
     return pids
-
-
-async def call(session, tool, args, timeout=60):
-    result = await session.call_tool(tool, args, read_timeout_seconds=timedelta(seconds=timeout))
-    text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
-    return result, text, (result.structuredContent or {})
 
 
 async def main(binary):
@@ -121,9 +117,9 @@ async def main(binary):
             ids = [row["session_id"] for row in s.get("sessions", [])]
             check("list_sessions shows the dev server", sid in ids, text)
             r, text, s = await call(session, "kill_session", {"session_id": sid})
-            check("kill", not r.isError and f"session {sid} was killed" in text, text)
+            check("kill", not is_error(r) and f"session {sid} was killed" in text, text)
             r, text, s = await call(session, "write_stdin", {"session_id": sid})
-            check("a killed session says what became of it", r.isError and f"session {sid} was killed" in text, text)
+            check("a killed session says what became of it", is_error(r) and f"session {sid} was killed" in text, text)
 
             patch = "*** Begin Patch\n*** Add File: notes.txt\n+patched\n*** End Patch\n"
             r, text, s = await call(session, "apply_patch", {"input": patch})
@@ -132,7 +128,7 @@ async def main(binary):
                     content = f.read()
             except OSError as e:
                 content = f"({e})"
-            check("a patch", not r.isError and "A notes.txt" in text and content == "patched\n", text)
+            check("a patch", not is_error(r) and "A notes.txt" in text and content == "patched\n", text)
 
             resources = (await session.list_resources()).resources
             uris = [str(r.uri) for r in resources]
@@ -141,7 +137,7 @@ async def main(binary):
             body = read.contents[0]
             metrics = json.loads(body.text)
             check("the metrics count the calls",
-                  body.mimeType == "application/json"
+                  field(body, "mime_type") == "application/json"
                   and metrics["tools"]["exec_command"]["calls"] >= 3
                   and metrics["tools"]["apply_patch"]["successes"] == 1, body.text)
 
@@ -201,19 +197,20 @@ async def approval_checks(binary):
     check("raw commands off in a config hide the shell tools",
           "exec_command" not in tools and "deploy" in tools, sorted(tools))
     check("the model's approve does not run a high-risk tool",
-          result.isError and (s.get("error") or {}).get("kind") == "approval_required"
+          is_error(result) and (s.get("error") or {}).get("kind") == "approval_required"
           and not os.path.exists(marker), json.dumps(s))
     _, result, s = await one(person("decline"))
     check("a declined elicitation does not run it",
-          result.isError and len(asked) == 1 and not os.path.exists(marker), json.dumps(s))
+          is_error(result) and len(asked) == 1 and not os.path.exists(marker), json.dumps(s))
     _, result, s = await one(person("accept"))
     check("an accepted elicitation runs it",
-          not result.isError and s.get("status") == "success" and os.path.exists(marker)
+          not is_error(result) and s.get("status") == "success" and os.path.exists(marker)
           and "deploy" in asked[-1], json.dumps(s))
 
 
 if __name__ == "__main__":
     binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/agent-reach")
+    print(f"== mcp {VERSION}")
     asyncio.run(main(binary))
     asyncio.run(approval_checks(binary))
     if FAILURES:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives `agent-reach serve` with the official Python MCP SDK from PyPI.
-# Makes (once) a virtualenv under target/, installs `mcp` into it, builds the
-# binary if needed, and runs client_test.py. Exits non-zero if any check fails.
+# Makes (once) two virtualenvs under target/, one with the SDK's 1.x line and
+# one with its 2.x line, builds the binary if needed, and runs client_test.py
+# in each. Exits non-zero if any check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/common/python.sh
@@ -9,4 +10,8 @@ venv="${MCP_TEST_VENV:-target/mcp-venv}"
 venv_with "$venv" 'mcp' 'mcp>=1.9,<2'
 bin=$(test_binary)
 echo "== python MCP client against $bin"
-exec timeout 300 "$venv/bin/python" tests/mcp/client_test.py "$bin"
+timeout 300 "$venv/bin/python" tests/mcp/client_test.py "$bin"
+# The SDK's 2.x line (a new HTTP package, snake-case fields), the same checks.
+venv2="${MCP2_TEST_VENV:-target/mcp2-venv}"
+venv_with "$venv2" 'mcp, httpx2' 'mcp>=2,<3'
+exec timeout 300 "$venv2/bin/python" tests/mcp/client_test.py "$bin"

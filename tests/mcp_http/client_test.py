@@ -10,6 +10,11 @@ closes (HTTP DELETE); langchain-mcp-adapters with transport
 "streamable_http" inside `client.session(...)`; the OpenAI Agents SDK's
 MCPServerStreamableHttp list_tools/call_tool; and SIGTERM: exit 0, nothing
 left running, the PATH directory removed.
+
+Runs under the SDK's 1.x line and its 2.x line alike (tests/common/mcp_sdk.py
+holds what differs between them); langchain-mcp-adapters and
+the Agents SDK require mcp 1.x and are skipped, with a line saying so, when
+`--sdk-only` is given (the 2.x venv).
 """
 
 import asyncio
@@ -20,11 +25,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import timedelta
 
-import httpx
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from mcp_sdk import VERSION, call, httpx, is_error, mcp_streams  # noqa: E402
 
 TOKEN = "python-clients-token"
 FAILURES = []
@@ -83,12 +88,6 @@ def http_client():
                              timeout=httpx.Timeout(30, read=300))
 
 
-async def call(session, tool, args, timeout=60):
-    result = await session.call_tool(tool, args, read_timeout_seconds=timedelta(seconds=timeout))
-    text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
-    return result, text, (result.structuredContent or {})
-
-
 class Server:
     def __init__(self, binary):
         self.work = tempfile.mkdtemp(prefix="ar-mcp-http-")
@@ -139,7 +138,7 @@ async def sdk_checks(server):
         check("healthz needs no token", r.status_code == 200 and r.json() == {"status": "ok"}, r.text)
 
     a_pid = None
-    async with http_client() as http, streamable_http_client(server.url, http_client=http) as (read, write, _):
+    async with http_client() as http, mcp_streams(server.url, http) as (read, write):
         async with ClientSession(read, write) as a:
             await a.initialize()
             tools = {t.name for t in (await a.list_tools()).tools}
@@ -187,7 +186,7 @@ async def sdk_checks(server):
                     content = f.read()
             except OSError as e:
                 content = f"({e})"
-            check("sdk: a patch", not r.isError and "A notes.txt" in text and content == "patched\n", text)
+            check("sdk: a patch", not is_error(r) and "A notes.txt" in text and content == "patched\n", text)
 
             r, text, s = await call(a, "list_sessions", {})
             rows = [row for row in s.get("sessions", []) if row["session_id"] == sid]
@@ -195,13 +194,13 @@ async def sdk_checks(server):
             check("sdk: the dev server runs", a_pid is not None and alive(a_pid), text)
 
             async with http_client() as http_b, \
-                    streamable_http_client(server.url, http_client=http_b) as (read_b, write_b, _):
+                    mcp_streams(server.url, http_b) as (read_b, write_b):
                 async with ClientSession(read_b, write_b) as b:
                     await b.initialize()
                     r, text, s = await call(b, "list_sessions", {})
                     check("sdk: another client sees none of its sessions", s.get("sessions") == [], text)
                     r, text, s = await call(b, "kill_session", {"session_id": sid})
-                    check("sdk: nor can it kill one", r.isError and f"no session {sid}" in text, text)
+                    check("sdk: nor can it kill one", is_error(r) and f"no session {sid}" in text, text)
             check("sdk: the dev server outlived the other client", alive(a_pid))
     check("sdk: closing the client (DELETE) kills its processes",
           a_pid is not None and await wait_dead(a_pid, 15), f"pid {a_pid} still runs")
@@ -234,18 +233,22 @@ async def agents_checks(server):
         check("openai-agents: list_tools", "exec_command" in names, sorted(names))
         result = await mcp_server.call_tool("exec_command", {"cmd": "echo from-agents"})
         text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
-        check("openai-agents: call_tool", not result.isError and "from-agents" in text, text)
+        check("openai-agents: call_tool", not is_error(result) and "from-agents" in text, text)
 
 
-async def main(binary):
+async def main(binary, sdk_only):
     server = Server(binary)
     try:
         await sdk_checks(server)
-        await langchain_checks(server)
-        await agents_checks(server)
+        if sdk_only:
+            print(f"(mcp {VERSION}: langchain-mcp-adapters and "
+                  "openai-agents need mcp 1.x; their checks run in the 1.x venv)")
+        else:
+            await langchain_checks(server)
+            await agents_checks(server)
         # A session left running, for the SIGTERM check.
-        async with http_client() as http, streamable_http_client(
-                server.url, http_client=http, terminate_on_close=False) as (read, write, _):
+        async with http_client() as http, mcp_streams(
+                server.url, http, terminate_on_close=False) as (read, write):
             async with ClientSession(read, write) as s:
                 await s.initialize()
                 r, text, out = await call(s, "exec_command", {
@@ -272,8 +275,10 @@ async def main(binary):
 
 
 if __name__ == "__main__":
-    binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/debug/agent-reach")
-    asyncio.run(main(binary))
+    args = [a for a in sys.argv[1:] if a != "--sdk-only"]
+    binary = os.path.abspath(args[0] if args else "target/debug/agent-reach")
+    print(f"== mcp {VERSION}")
+    asyncio.run(main(binary, "--sdk-only" in sys.argv[1:]))
     if FAILURES:
         print(f"failed checks: {', '.join(FAILURES)}")
     print(f"mcp-http-clients: {len(PASSED)} passed, {len(FAILURES)} failed")

@@ -12,4 +12,9 @@ venv="${MCP_HTTP_TEST_VENV:-target/mcp-http-venv}"
 venv_with "$venv" 'mcp, langchain_mcp_adapters, agents' 'mcp>=1.9' 'langchain-mcp-adapters>=0.1' 'openai-agents>=0.1'
 bin=$(test_binary)
 echo "== python clients over streamable HTTP against $bin"
-exec timeout 300 "$venv/bin/python" tests/mcp_http/client_test.py "$bin"
+timeout 300 "$venv/bin/python" tests/mcp_http/client_test.py "$bin"
+# The SDK's 2.x line, which langchain-mcp-adapters and openai-agents do not
+# take yet: the SDK's own checks.
+venv2="${MCP2_TEST_VENV:-target/mcp2-venv}"
+venv_with "$venv2" 'mcp, httpx2' 'mcp>=2,<3'
+exec timeout 300 "$venv2/bin/python" tests/mcp_http/client_test.py "$bin" --sdk-only
