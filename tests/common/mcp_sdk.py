@@ -37,9 +37,10 @@ def is_error(result):
     return bool(field(result, "is_error"))
 
 
-async def call(session, tool, args, timeout=60):
-    """A tool call: the result, its text, its structured content."""
+async def call(session, tool, args, timeout=60, progress=None):
+    """A tool call (with `progress(done, total, message)` called for each
+    progress notification): the result, its text, its structured content."""
     wait = timeout if MAJOR >= 2 else timedelta(seconds=timeout)
-    result = await session.call_tool(tool, args, read_timeout_seconds=wait)
+    result = await session.call_tool(tool, args, read_timeout_seconds=wait, progress_callback=progress)
     text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
     return result, text, (field(result, "structured_content") or {})

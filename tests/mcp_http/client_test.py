@@ -4,7 +4,8 @@ The server is started here on 127.0.0.1 (port 0, read back from its log) with
 a token. Each check prints one line; any failure exits 1. Covers, with the
 official `mcp` SDK's streamable HTTP client: no token and a wrong token are
 401, the tool list, a command, quick calls on one kept connection, a dev server polled by session id with
-wait_for, a tty prompt answered, a patch, a second client that cannot see the
+wait_for, progress notifications while a poll waits, a dropped connection
+losing nothing, a tty prompt answered, a patch, a second client that cannot see the
 first one's session, and the first one's processes killed when its client
 closes (HTTP DELETE); langchain-mcp-adapters with transport
 "streamable_http" inside `client.session(...)`; the OpenAI Agents SDK's
@@ -172,6 +173,21 @@ async def sdk_checks(server):
                   s.get("state") == "matched" and "ready on port 4000" in seen, text)
 
             r, text, s = await call(a, "exec_command", {
+                "cmd": "sleep 5; echo late-line; exec sleep 600", "yield_time_ms": 100})
+            slow = s.get("session_id")
+            notes = []
+
+            async def on_progress(done, total, message):
+                notes.append((done, message))
+
+            r, text, s = await call(a, "write_stdin", {"session_id": slow, "wait_for": "late-line",
+                                                       "yield_time_ms": 30000}, progress=on_progress)
+            check("sdk: progress notifications while a poll waits",
+                  len(notes) >= 1 and s.get("state") == "matched", f"{notes} {text}")
+            check("sdk: a client that drops a waiting call loses nothing",
+                  await dropped_call_keeps_output(server, a), "the output after the drop was lost")
+
+            r, text, s = await call(a, "exec_command", {
                 "cmd": "read -p 'Name? ' n; echo \"hi $n\"", "tty": True, "yield_time_ms": 20000})
             pid_ = s.get("session_id")
             check("sdk: a tty prompt awaits input", s.get("state") == "awaiting_input"
@@ -204,6 +220,43 @@ async def sdk_checks(server):
             check("sdk: the dev server outlived the other client", alive(a_pid))
     check("sdk: closing the client (DELETE) kills its processes",
           a_pid is not None and await wait_dead(a_pid, 15), f"pid {a_pid} still runs")
+
+
+async def dropped_call_keeps_output(server, session):
+    """A second MCP session, spoken raw: a process that prints after 3 s, a
+    write_stdin waiting for the line whose connection is dropped after
+    0.5 s, then a poll: the line is there."""
+    hdrs = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json, text/event-stream"}
+
+    def rpc(n, method, params):
+        return {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+
+    def result_of(response):
+        body = response.text
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            body = next(line[5:] for line in body.splitlines() if line.startswith("data:") and '"id"' in line)
+        return json.loads(body)["result"].get("structuredContent", {})
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30)) as raw:
+        r = await raw.post(server.url, headers=hdrs, json=rpc(1, "initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}))
+        hdrs["Mcp-Session-Id"] = r.headers["mcp-session-id"]
+        await raw.post(server.url, headers=hdrs, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        r = await raw.post(server.url, headers=hdrs, json=rpc(2, "tools/call", {"name": "exec_command", "arguments": {
+            "cmd": "sleep 3; echo after-the-drop; exec sleep 600", "yield_time_ms": 100}}))
+        sid = result_of(r).get("session_id")
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30, read=0.5)) as dropping:
+        try:
+            await dropping.post(server.url, headers=hdrs, json=rpc(3, "tools/call", {"name": "write_stdin", "arguments": {
+                "session_id": sid, "wait_for": "after-the-drop", "yield_time_ms": 20000}}))
+        except httpx.ReadTimeout:
+            pass
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30)) as raw:
+        r = await raw.post(server.url, headers=hdrs, json=rpc(4, "tools/call", {"name": "write_stdin", "arguments": {
+            "session_id": sid, "wait_for": "after-the-drop", "yield_time_ms": 10000}}))
+        polled = result_of(r)
+        await raw.delete(server.url, headers=hdrs)
+    return "after-the-drop" in polled.get("output", "")
 
 
 async def langchain_checks(server):
