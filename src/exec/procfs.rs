@@ -4,6 +4,7 @@
 //! Every read tolerates processes vanishing under it: a process that is gone
 //! between listing and reading simply is not reported.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 
@@ -90,19 +91,31 @@ pub(crate) fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
     environ.split(|b| *b == 0).any(|e| e == entry)
 }
 
-/// Live processes whose environment carries `name=tag`.
-pub(crate) fn tagged_pids(name: &str, tag: &str) -> Vec<i32> {
-    let entry = format!("{name}={tag}").into_bytes();
+/// The value a raw `environ` block gives `name`, if it sets it.
+pub(crate) fn environ_value<'a>(environ: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    environ
+        .split(|b| *b == 0)
+        .find_map(|e| e.strip_prefix(name.as_bytes())?.strip_prefix(b"="))
+}
+
+/// The live processes among `stats` whose environment sets `name`, by the
+/// value they give it: each environment read once, however many values
+/// are looked up (one scan per session was sessions times processes).
+pub(crate) fn pids_by_value(name: &str, stats: &[ProcStat]) -> HashMap<Vec<u8>, Vec<i32>> {
     let mut buf = Vec::with_capacity(8192);
-    all_pids()
-        .into_iter()
-        .filter(|pid| {
-            buf.clear();
-            let read = fs::File::open(format!("/proc/{pid}/environ"))
-                .and_then(|mut f| f.read_to_end(&mut buf));
-            read.is_ok() && environ_has(&buf, &entry) && is_alive(*pid)
-        })
-        .collect()
+    let mut by_value: HashMap<Vec<u8>, Vec<i32>> = HashMap::new();
+    for stat in stats.iter().filter(|s| s.is_alive()) {
+        buf.clear();
+        let read = fs::File::open(format!("/proc/{}/environ", stat.pid))
+            .and_then(|mut f| f.read_to_end(&mut buf));
+        if read.is_err() {
+            continue;
+        }
+        if let Some(value) = environ_value(&buf, name) {
+            by_value.entry(value.to_vec()).or_default().push(stat.pid);
+        }
+    }
+    by_value
 }
 
 /// One live process as a membership test needs it.
@@ -198,6 +211,33 @@ mod tests {
         assert!(environ_has(env, b"AGENT_REACH_SESSION=ar-1-2"));
         assert!(!environ_has(env, b"AGENT_REACH_SESSION=ar-1"));
         assert!(!environ_has(env, b"AGENT_REACH_SESSION=ar-1-22"));
+    }
+
+    #[test]
+    fn an_environ_value_is_that_of_the_whole_name() {
+        let env = b"A=1\0AGENT_REACH_SESSION_X=no\0AGENT_REACH_SESSION=ar-1-2\0B=\0";
+        assert_eq!(
+            environ_value(env, "AGENT_REACH_SESSION"),
+            Some(&b"ar-1-2"[..])
+        );
+        assert_eq!(environ_value(env, "B"), Some(&b""[..]));
+        assert_eq!(environ_value(env, "AGENT"), None);
+        assert_eq!(environ_value(b"", "A"), None);
+    }
+
+    #[test]
+    fn processes_are_found_by_the_value_their_environment_gives() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("AR_PROCFS_TEST_TAG", "tag-7")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let stats: Vec<_> = all_pids().into_iter().filter_map(stat).collect();
+        let by_value = pids_by_value("AR_PROCFS_TEST_TAG", &stats);
+        assert_eq!(by_value.get(&b"tag-7"[..]), Some(&vec![pid]));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -81,16 +81,18 @@ fn session_rows(sessions: &[(u64, Arc<CommandSession>)]) -> Vec<SessionRow> {
         .into_iter()
         .filter_map(crate::exec::procfs::stat)
         .collect();
+    let by_tag = crate::exec::procfs::pids_by_value(crate::exec::SESSION_VAR, &stats);
+    let mut tables = session_ports::ListeningTables::default();
     sessions
         .iter()
         .map(|(id, s)| {
             let pid = s.exec.pid();
-            let tagged: std::collections::BTreeSet<i32> = crate::exec::procfs::tagged_pids(
-                crate::exec::SESSION_VAR,
-                &s.exec.spec().session_tag,
-            )
-            .into_iter()
-            .collect();
+            let tagged: std::collections::BTreeSet<i32> = by_tag
+                .get(s.exec.spec().session_tag.as_bytes())
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect();
             let family = session_ports::family(&stats, pid as i32, &tagged);
             let last = s
                 .exec
@@ -106,7 +108,7 @@ fn session_rows(sessions: &[(u64, Arc<CommandSession>)]) -> Vec<SessionRow> {
                 age_seconds: round1(s.started.elapsed()),
                 idle_seconds: round1(last.elapsed()),
                 bytes_pending: s.exec.pending_bytes(),
-                ports: session_ports::listening_ports(&family),
+                ports: session_ports::listening_ports(&mut tables, &family),
             }
         })
         .collect()
