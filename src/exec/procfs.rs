@@ -91,6 +91,15 @@ pub(crate) fn environ_has(environ: &[u8], entry: &[u8]) -> bool {
     environ.split(|b| *b == 0).any(|e| e == entry)
 }
 
+/// Reads `/proc/PID/environ` into `buf` (cleared first); false when the
+/// process is gone or its environment unreadable.
+fn read_environ(pid: i32, buf: &mut Vec<u8>) -> bool {
+    buf.clear();
+    fs::File::open(format!("/proc/{pid}/environ"))
+        .and_then(|mut f| f.read_to_end(buf))
+        .is_ok()
+}
+
 /// The value a raw `environ` block gives `name`, if it sets it.
 pub(crate) fn environ_value<'a>(environ: &'a [u8], name: &str) -> Option<&'a [u8]> {
     environ
@@ -105,10 +114,7 @@ pub(crate) fn pids_by_value(name: &str, stats: &[ProcStat]) -> HashMap<Vec<u8>, 
     let mut buf = Vec::with_capacity(8192);
     let mut by_value: HashMap<Vec<u8>, Vec<i32>> = HashMap::new();
     for stat in stats.iter().filter(|s| s.is_alive()) {
-        buf.clear();
-        let read = fs::File::open(format!("/proc/{}/environ", stat.pid))
-            .and_then(|mut f| f.read_to_end(&mut buf));
-        if read.is_err() {
+        if !read_environ(stat.pid, &mut buf) {
             continue;
         }
         if let Some(value) = environ_value(&buf, name) {
@@ -135,14 +141,9 @@ pub(crate) fn live_processes(name: &str, tag: &str) -> Vec<LiveProcess> {
         .into_iter()
         .filter_map(stat)
         .filter(ProcStat::is_alive)
-        .map(|stat| {
-            buf.clear();
-            let read = fs::File::open(format!("/proc/{}/environ", stat.pid))
-                .and_then(|mut f| f.read_to_end(&mut buf));
-            LiveProcess {
-                stat,
-                tagged: read.is_ok() && environ_has(&buf, &entry),
-            }
+        .map(|stat| LiveProcess {
+            stat,
+            tagged: read_environ(stat.pid, &mut buf) && environ_has(&buf, &entry),
         })
         .collect()
 }

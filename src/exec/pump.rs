@@ -123,11 +123,12 @@ impl Job {
                 start_kill(&shared, false);
             }
             let settle_limit = settle_at.filter(|_| !clean_up_started);
-            let wait_limit = timeout_at.filter(|_| !exited).or(settle_limit);
-            let wait_limit = match (wait_limit, tap.as_ref().and_then(TapWriter::hold_deadline)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let wait_limit = timeout_at
+                .filter(|_| !exited)
+                .or(settle_limit)
+                .into_iter()
+                .chain(tap.as_ref().and_then(TapWriter::hold_deadline))
+                .min();
             let (ready, pid_ready, wake_ready, interrupt_ready) = wait_ready(
                 &sources,
                 pidfd.as_ref(),
