@@ -16,26 +16,14 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
 import grpc
 
-
-def field(number, payload):
-    """One length-delimited protobuf field."""
-    out = bytearray([(number << 3) | 2])
-    length = len(payload)
-    while length >= 0x80:
-        out.append((length & 0x7F) | 0x80)
-        length >>= 7
-    out.append(length)
-    return bytes(out) + payload
-
-
-def start_request(argv):
-    """StartRequest{config: ProcessConfig{command: argv}}."""
-    return field(1, b"".join(field(1, a.encode()) for a in argv))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+from grpc_wire import start_request  # noqa: E402
 
 
 def serve(binary, workdir):
@@ -62,7 +50,7 @@ def stream(port, size):
         start = channel.unary_stream("/process.v1.ProcessService/Start",
                                      request_serializer=lambda b: b,
                                      response_deserializer=lambda b: b)
-        request = start_request(["/bin/sh", "-c", f"yes | head -c {size}"])
+        request = start_request("/bin/sh", "-c", f"yes | head -c {size}")
         began = time.monotonic()
         total = messages = 0
         for message in start(request, timeout=300):

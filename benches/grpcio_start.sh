@@ -3,11 +3,9 @@
 # the release binary unless binaries are given; several are run alternately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. tests/common/python.sh
 venv="${AGENT_SANDBOX_TEST_VENV:-target/agent-sandbox-venv}"
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import grpc' 2>/dev/null; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check 'k8s-agent-sandbox[grpc]>=1.0.8,<1.1'
-fi
+venv_with "$venv" 'k8s_agent_sandbox, grpc' 'k8s-agent-sandbox[grpc]>=1.0.8,<1.1'
 runs=()
 while [[ "${1:-}" == --* ]]; do runs+=("$1" "$2"); shift 2; done
 if [[ $# -eq 0 ]]; then

@@ -29,6 +29,9 @@ from k8s_agent_sandbox.models import (
     SandboxdInClusterConnectionConfig,
 )
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from grpc_wire import event, read_varint, start_request  # noqa: E402
+
 TOKEN = "client-test-token"
 FAILURES = []
 
@@ -148,39 +151,6 @@ def sandboxd_checks(sandbox, workdir):
     check("timeout: nothing survived", not os.path.exists(os.path.join(workdir, "survived")))
 
 
-def _varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number, payload):
-    return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
-
-
-def _read_varint(data, at):
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
-
-
-def _event(message):
-    """A StartResponse as (field number, payload): 1 init, 2 stdout, 3 stderr, 4 exit."""
-    if not message:
-        return 0, b""
-    number = message[0] >> 3
-    length, at = _read_varint(message, 1)
-    return number, message[at:at + length]
-
-
 def start_checks(grpc_port):
     """`Start` through grpcio, the transport of the published client: the
     streaming call it does not make, spoken with its own HTTP/2 stack."""
@@ -188,23 +158,20 @@ def start_checks(grpc_port):
     start = channel.unary_stream("/process.v1.ProcessService/Start",
                                  request_serializer=lambda b: b, response_deserializer=lambda b: b)
 
-    def request(*argv):
-        return _field(1, b"".join(_field(1, a.encode()) for a in argv))
-
-    events = [_event(m) for m in start(request("/bin/sh", "-c",
+    events = [event(m) for m in start(start_request("/bin/sh", "-c",
                                                "echo out; echo err >&2; head -c 3000000 /dev/zero; exit 5"),
                                        timeout=30)]
     kinds = [k for k, _ in events]
     out = b"".join(p for k, p in events if k == 2)
     err = b"".join(p for k, p in events if k == 3)
-    exit_code = _read_varint(events[-1][1], 1)[0] if events and events[-1][1] else 0
+    exit_code = read_varint(events[-1][1], 1)[0] if events and events[-1][1] else 0
     check("grpcio Start: init first, exit last", kinds[:1] == [1] and kinds[-1:] == [4], kinds[:3])
     check("grpcio Start: the output whole", out == b"out\n" + b"\0" * 3000000 and err == b"err\n",
           (len(out), err))
     check("grpcio Start: the exit code", exit_code == 5, events[-1:])
     started = time.monotonic()
     try:
-        for _ in start(request("/bin/sh", "-c", "sleep 30"), timeout=1):
+        for _ in start(start_request("/bin/sh", "-c", "sleep 30"), timeout=1):
             pass
         code = None
     except grpc.RpcError as e:
@@ -212,7 +179,7 @@ def start_checks(grpc_port):
     check("grpcio Start: past the deadline is DEADLINE_EXCEEDED",
           code == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - started < 10, code)
     try:
-        list(start(request("/no/such/program"), timeout=10))
+        list(start(start_request("/no/such/program"), timeout=10))
         code = None
     except grpc.RpcError as e:
         code = e.code()

@@ -33,6 +33,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from mcp_sdk import VERSION, call, httpx, is_error, mcp_streams  # noqa: E402
 
 TOKEN = "python-clients-token"
+# The params of an `initialize` spoken raw.
+INITIALIZE = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
 FAILURES = []
 PASSED = []
 
@@ -126,9 +128,7 @@ class Server:
 
 async def sdk_checks(server):
     async with httpx.AsyncClient() as anon:
-        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                           "clientInfo": {"name": "t", "version": "1"}}}
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE}
         hdrs = {"Accept": "application/json, text/event-stream"}
         r = await anon.post(server.url, json=body, headers=hdrs)
         check("no token is 401 with WWW-Authenticate: Bearer",
@@ -185,7 +185,7 @@ async def sdk_checks(server):
             check("sdk: progress notifications while a poll waits",
                   len(notes) >= 1 and s.get("state") == "matched", f"{notes} {text}")
             check("sdk: a client that drops a waiting call loses nothing",
-                  await dropped_call_keeps_output(server, a), "the output after the drop was lost")
+                  await dropped_call_keeps_output(server), "the output after the drop was lost")
 
             r, text, s = await call(a, "exec_command", {
                 "cmd": "read -p 'Name? ' n; echo \"hi $n\"", "tty": True, "yield_time_ms": 20000})
@@ -222,7 +222,7 @@ async def sdk_checks(server):
           a_pid is not None and await wait_dead(a_pid, 15), f"pid {a_pid} still runs")
 
 
-async def dropped_call_keeps_output(server, session):
+async def dropped_call_keeps_output(server):
     """A second MCP session, spoken raw: a process that prints after 3 s, a
     write_stdin waiting for the line whose connection is dropped after
     0.5 s, then a poll: the line is there."""
@@ -238,8 +238,7 @@ async def dropped_call_keeps_output(server, session):
         return json.loads(body)["result"].get("structuredContent", {})
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(30)) as raw:
-        r = await raw.post(server.url, headers=hdrs, json=rpc(1, "initialize", {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}))
+        r = await raw.post(server.url, headers=hdrs, json=rpc(1, "initialize", INITIALIZE))
         hdrs["Mcp-Session-Id"] = r.headers["mcp-session-id"]
         await raw.post(server.url, headers=hdrs, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
         r = await raw.post(server.url, headers=hdrs, json=rpc(2, "tools/call", {"name": "exec_command", "arguments": {
