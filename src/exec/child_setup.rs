@@ -41,11 +41,16 @@ const DEFAULT_SIGNALS: [libc::c_int; 5] = [
 /// prompts fail at once instead of stopping it), the PTY on fd 0 as its
 /// controlling terminal when `tty`, SIGKILL when `parent` dies, default
 /// dispositions for [`DEFAULT_SIGNALS`], no blocked signal, and
-/// close-on-exec on every descriptor above 2.
+/// close-on-exec on every descriptor above 2 but `inherit` (the one
+/// descriptor handed on through the exec, see [`crate::sandbox::env_fd`]).
 ///
 /// # Safety
 /// Only in a freshly forked or cloned child, before its exec.
-pub(super) unsafe fn become_command(parent: libc::pid_t, tty: bool) -> Result<(), SetupFailed> {
+pub(super) unsafe fn become_command(
+    parent: libc::pid_t,
+    tty: bool,
+    inherit: Option<libc::c_int>,
+) -> Result<(), SetupFailed> {
     // SAFETY (whole body): async-signal-safe system calls on our own state.
     unsafe {
         if libc::setsid() < 0 {
@@ -87,6 +92,11 @@ pub(super) unsafe fn become_command(parent: libc::pid_t, tty: bool) -> Result<()
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
         );
+        if let Some(fd) = inherit
+            && libc::fcntl(fd, libc::F_SETFD, 0) < 0
+        {
+            return Err(SetupFailed::Errno);
+        }
     }
     Ok(())
 }

@@ -102,6 +102,8 @@ struct ChildPlan {
     tty: bool,
     parent: libc::pid_t,
     report: RawFd,
+    /// Kept through the exec (-1: none).
+    inherit: RawFd,
 }
 
 /// Starts `request`, born in the cgroup whose directory `cgroup_dir` is
@@ -176,6 +178,7 @@ pub(crate) fn spawn(
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         report: report_write.as_raw_fd(),
+        inherit: request.inherit_fd.unwrap_or(-1),
     };
     let mut pidfd: libc::c_int = -1;
     let into_cgroup = if cgroup_dir.is_some() {
@@ -348,7 +351,8 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         }
         // CLONE_CLEAR_SIGHAND reset our handlers; the rest as on the fork
         // path.
-        match become_command(plan.parent, plan.tty) {
+        let inherit = (plan.inherit >= 0).then_some(plan.inherit);
+        match become_command(plan.parent, plan.tty, inherit) {
             Ok(()) => {}
             Err(SetupFailed::Errno) => fail(plan.report),
             Err(SetupFailed::ParentGone) => libc::_exit(125),

@@ -133,6 +133,9 @@ pub(crate) struct ForkRequest {
     pub(crate) argv: Vec<OsString>,
     pub(crate) cwd: PathBuf,
     pub(crate) env: std::collections::BTreeMap<OsString, OsString>,
+    /// A close-on-exec descriptor of ours the child keeps through its exec
+    /// (the command's environment handed to the sandbox wrapper).
+    pub(crate) inherit_fd: Option<RawFd>,
     pub(crate) stdio: ChildStdio,
     /// The execution's cgroup: its directory (to be born in it with
     /// clone3) and its `cgroup.procs` open for writing (the fallback: the
@@ -275,10 +278,11 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     };
     let parent = std::process::id() as libc::pid_t;
     let cgroup_fd = request.cgroup.map(|c| c.procs);
+    let inherit_fd = request.inherit_fd;
     // SAFETY: the closure runs between fork and exec and only makes
     // async-signal-safe system calls on values captured by copy.
     unsafe {
-        command.pre_exec(move || in_child(parent, tty, cgroup_fd));
+        command.pre_exec(move || in_child(parent, tty, cgroup_fd, inherit_fd));
     }
     let mut known = known();
     let mut child = command.spawn()?;
@@ -299,14 +303,19 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
 }
 
 /// Runs in the child between fork and exec.
-fn in_child(parent: libc::pid_t, tty: bool, cgroup_fd: Option<RawFd>) -> std::io::Result<()> {
+fn in_child(
+    parent: libc::pid_t,
+    tty: bool,
+    cgroup_fd: Option<RawFd>,
+    inherit_fd: Option<RawFd>,
+) -> std::io::Result<()> {
     // SAFETY (whole function): only async-signal-safe system calls.
     unsafe {
         if let Some(fd) = cgroup_fd {
             // Best effort: without it the session tag still finds escapees.
             let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
         }
-        match super::child_setup::become_command(parent, tty) {
+        match super::child_setup::become_command(parent, tty, inherit_fd) {
             Ok(()) => {}
             Err(SetupFailed::Errno) => return Err(std::io::Error::last_os_error()),
             Err(SetupFailed::ParentGone) => libc::_exit(125),
@@ -326,6 +335,7 @@ mod tests {
             argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
             cwd: "/".into(),
             env: Default::default(),
+            inherit_fd: None,
             stdio: ChildStdio::Pipes { stdin_pipe: false },
             cgroup: None,
         })
@@ -356,6 +366,7 @@ mod tests {
                 argv: vec!["sh".into(), "-c".into(), script.into()],
                 cwd: "/".into(),
                 env: Default::default(),
+                inherit_fd: None,
                 stdio: ChildStdio::Pipes { stdin_pipe: false },
                 cgroup: None,
             })

@@ -68,6 +68,11 @@ pub struct SpawnSpec {
     /// An argv prefix the command is started through (the sandbox link and
     /// its flags); empty = none.
     pub wrapper: Vec<OsString>,
+    /// With a wrapper: the wrapper's own environment (agent-reach's base,
+    /// without the request's variables). `env` then reaches the command
+    /// only on a descriptor the wrapper reads once it is confined
+    /// ([`crate::sandbox::env_fd`]). `None`: the wrapper gets `env`.
+    pub wrapper_env: Option<BTreeMap<OsString, OsString>>,
     /// A file the wrapper writes its attestation to (`--report FILE`), read
     /// after the exit.
     pub attestation_file: Option<PathBuf>,
@@ -108,6 +113,7 @@ impl SpawnSpec {
             kill_grace: DEFAULT_KILL_GRACE,
             drain: DEFAULT_DRAIN,
             wrapper: Vec::new(),
+            wrapper_env: None,
             attestation_file: None,
             secrets: Vec::new(),
             limits: OutputLimits::default(),

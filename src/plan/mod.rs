@@ -112,6 +112,35 @@ pub(crate) struct Plan {
     pub(crate) report: Option<sandbox::ReportGuard>,
 }
 
+/// Names agent-reach keeps for itself: a request may not set them.
+pub(crate) const RESERVED_ENV_PREFIX: &str = "AGENT_REACH_";
+
+/// A request's variables may not set (or copy) a name agent-reach reserves
+/// (`AGENT_REACH_*`): the home the sandbox protects, the session tag that
+/// finds escapees, the wrapper's hand-over. Refused as `invalid_params`,
+/// naming them.
+fn check_reserved_env(request: &Request) -> Result<(), Rejection> {
+    let mut reserved: Vec<String> = request
+        .env
+        .iter()
+        .map(|(name, _)| name.to_string_lossy().into_owned())
+        .chain(request.pass_env.iter().cloned())
+        .filter(|name| name.starts_with(RESERVED_ENV_PREFIX))
+        .collect();
+    if reserved.is_empty() {
+        return Ok(());
+    }
+    reserved.sort();
+    reserved.dedup();
+    Err(Rejection::rejected(
+        kinds::INVALID_PARAMS,
+        format!(
+            "the request's environment sets {}: names starting with {RESERVED_ENV_PREFIX} are reserved by agent-reach",
+            reserved.join(", ")
+        ),
+    ))
+}
+
 /// What a person is asked to approve (MCP elicitation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ApprovalAsk {
@@ -253,6 +282,7 @@ impl Planner {
 
     /// The one function: a request from `door` becomes a plan or a rejection.
     pub(crate) fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
+        check_reserved_env(request)?;
         match &request.target {
             Target::Tool { name, args } => match &self.registry {
                 Some(registry) => tool::plan_tool(self, registry, request, name, args, door),

@@ -2,10 +2,12 @@
 //! through the sandbox personality, and the report file it writes its
 //! attestation to, removed by a guard when the run is over.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{Planner, PlannerConfig, Rejection};
+use crate::context::HOME_VAR;
 use crate::exec::SpawnSpec;
 use crate::registry::kinds;
 use crate::sandbox::{Network, Policy, SandboxSpec};
@@ -58,8 +60,28 @@ pub(crate) fn apply_sandbox(
     };
     let (wrapper, report) = wrapper(&planner.config, &confinement, &spec.cwd, &spec.session_tag)?;
     spec.wrapper = wrapper;
+    spec.wrapper_env = Some(wrapper_env(planner, spec.tty, &spec.session_tag));
     spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
     Ok(report)
+}
+
+/// The environment the wrapper itself starts with: agent-reach's own base
+/// (what a command gets with no request variables: the engine's
+/// whitelist, the operator's `[env]`, the session tag) and our real home.
+/// The request's variables reach the command only after confinement.
+pub(crate) fn wrapper_env(planner: &Planner, tty: bool, tag: &str) -> BTreeMap<OsString, OsString> {
+    let operator: Vec<(OsString, OsString)> = planner
+        .registry
+        .iter()
+        .flat_map(|registry| registry.settings.env.iter())
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+        .collect();
+    let mut env = crate::exec::child_env(&planner.config.env, &[], &operator, tty, tag);
+    env.insert(
+        HOME_VAR.into(),
+        planner.config.home.clone().into_os_string(),
+    );
+    env
 }
 
 /// The wrapper argv (empty when there is no sandbox link) and its report.

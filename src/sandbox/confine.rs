@@ -14,6 +14,7 @@ use crate::context::ProcessContext;
 
 use super::args::{REPORT_VAR, SandboxRequest};
 use super::attestation::{self, FsLevel, NetLevel};
+use super::env_fd::{self, ENV_FD_VAR};
 use super::error::SandboxError;
 use super::fs_plan::{self, FsPlan, RuleFile};
 use super::landlock_rules::{self, FULL_FS_ABI, LandlockOutcome};
@@ -24,18 +25,40 @@ use super::seccomp_rules;
 
 /// Everything from the parsed request to the exec; the error says what stopped it.
 pub(crate) fn confine_and_exec(ctx: &ProcessContext, request: &SandboxRequest) -> SandboxError {
-    match prepare_and_confine(ctx, request) {
-        Ok(()) => {
-            let env: Vec<(OsString, OsString)> = ctx
-                .env
-                .iter()
-                .filter(|(name, _)| name.as_os_str() != REPORT_VAR)
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect();
-            launch::exec(&request.command, &env)
-        }
+    if let Err(err) = prepare_and_confine(ctx, request) {
+        return err;
+    }
+    match command_env(ctx) {
+        Ok(env) => launch::exec(&request.command, &env),
         Err(err) => err,
     }
+}
+
+/// The command's environment, read only now that we are confined: the
+/// block the engine handed over on [`ENV_FD_VAR`]'s descriptor, or, when
+/// started by hand without one, ours; our own variables left out.
+fn command_env(ctx: &ProcessContext) -> Result<Vec<(OsString, OsString)>, SandboxError> {
+    let env = match ctx.var(ENV_FD_VAR) {
+        None => ctx
+            .env
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect(),
+        Some(value) => {
+            let fd = env_fd::parse_fd(value).ok_or_else(|| SandboxError::EnvFd {
+                value: value.to_owned(),
+                source: std::io::Error::from_raw_os_error(libc::EBADF),
+            })?;
+            env_fd::take(fd).map_err(|source| SandboxError::EnvFd {
+                value: value.to_owned(),
+                source,
+            })?
+        }
+    };
+    Ok(env
+        .into_iter()
+        .filter(|(name, _)| name.as_os_str() != REPORT_VAR && name.as_os_str() != ENV_FD_VAR)
+        .collect())
 }
 
 fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result<(), SandboxError> {

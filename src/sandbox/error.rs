@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::env_fd::ENV_FD_VAR;
 use crate::exit_code;
 
 /// Why `agent-reach-sandbox` did not exec the command.
@@ -58,6 +59,11 @@ pub enum SandboxError {
         purposes: String,
         message: String,
     },
+    #[error("the command's environment on descriptor {} ({ENV_FD_VAR}): {source}", .value.to_string_lossy())]
+    EnvFd {
+        value: OsString,
+        source: std::io::Error,
+    },
     #[error("{}: command not found", .command.to_string_lossy())]
     CommandNotFound { command: OsString },
     #[error("{}: {source}", .command.to_string_lossy())]
@@ -77,6 +83,7 @@ impl SandboxError {
             | SandboxError::NoCwd(_)
             | SandboxError::WritableRoot { .. }
             | SandboxError::Report { .. }
+            | SandboxError::EnvFd { .. }
             | SandboxError::NoNewPrivs(_)
             | SandboxError::LandlockMissing { .. }
             | SandboxError::LandlockTooOld { .. }

@@ -38,7 +38,8 @@
 //!
 //! Not covered: reading secrets (everything is readable); file descriptors
 //! the parent passes in keep their access (the engine passes none but
-//! stdio); pathname Unix
+//! stdio: the descriptor holding the command's environment, see
+//! [`env_fd`], is read and closed by the wrapper before the exec); pathname Unix
 //! sockets that lead out (a Docker or SSH agent socket, or a local DNS
 //! resolver that queries the network for the command); CPU, memory and disk
 //! exhaustion; kernel bugs; `.git` directories below the top of a writable
@@ -51,6 +52,7 @@ pub(crate) mod attestation;
 pub(crate) mod command;
 #[cfg(target_os = "linux")]
 pub(crate) mod confine;
+pub(crate) mod env_fd;
 #[cfg(target_os = "linux")]
 pub(crate) mod error;
 #[cfg(target_os = "linux")]

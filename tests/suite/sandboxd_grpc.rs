@@ -750,3 +750,60 @@ fn only_the_right_bearer_token_is_let_in() {
         }
     });
 }
+
+#[test]
+fn request_variables_reach_the_sandboxed_command_but_never_the_wrapper() {
+    let env = TestEnv::new();
+    let garbage = env.work().join("uploaded.so");
+    std::fs::write(&garbage, "not an ELF object").unwrap();
+    let server = GrpcServer::start(
+        &env,
+        "allow_raw_commands = true\n[sandbox]\ndefault = \"read-only\"\n",
+        &[],
+    );
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let mut cfg = config(&[
+            "/bin/sh",
+            "-c",
+            "echo \"$X|$LD_PRELOAD|${AGENT_REACH_SANDBOX_ENV_FD:-none}\"; unset LD_PRELOAD; ls -l /proc/$$/fd | grep -c memfd || true",
+        ]);
+        cfg.env_vars.insert("X".into(), "from-request".into());
+        cfg.env_vars
+            .insert("LD_PRELOAD".into(), garbage.display().to_string());
+        let done = execute(&mut client, cfg).await;
+        let stdout = String::from_utf8(done.stdout).unwrap();
+        let stderr = String::from_utf8(done.stderr).unwrap();
+        assert_eq!(done.exit_code, 0, "{stdout}{stderr}");
+        // The hand-over descriptor was closed before the command ran.
+        assert_eq!(stdout, format!("from-request|{}|none\n0\n", garbage.display()));
+        // The loader complains once per process started with the garbage
+        // preload: the command's own sh, not the wrapper before it.
+        let complaints = stderr.matches("cannot be preloaded").count();
+        assert_eq!(complaints, 1, "the wrapper saw LD_PRELOAD: {stderr}");
+        assert!(!stderr.contains("agent-reach-sandbox"), "{stderr}");
+    });
+}
+
+#[test]
+fn a_reserved_name_in_env_vars_is_an_invalid_argument_naming_it() {
+    let env = TestEnv::new();
+    let server = GrpcServer::start(
+        &env,
+        "allow_raw_commands = true\n[sandbox]\ndefault = \"workspace-write\"\n",
+        &[],
+    );
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let mut cfg = config(&["/bin/true"]);
+        cfg.env_vars
+            .insert("AGENT_REACH_HOME".into(), "/nonexistent".into());
+        let err = client
+            .execute(ExecuteRequest { config: Some(cfg) })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("AGENT_REACH_HOME"), "{err:?}");
+        assert!(err.message().contains("invalid_params"), "{err:?}");
+    });
+}

@@ -307,6 +307,44 @@ fn execute_and_the_file_routes_answer_as_subprocess_and_pathlib() {
     });
 }
 
+#[test]
+fn execute_env_reaches_the_command_and_reserved_names_are_refused_422() {
+    let env = TestEnv::new();
+    let server = start(&env);
+    let garbage = env.work().join("uploaded.so");
+    std::fs::write(&garbage, "not an ELF object").unwrap();
+    runtime().block_on(async {
+        let (status, ran) = post(
+            &server,
+            "/execute",
+            json!({"command": ["/bin/sh", "-c", "echo \"$X|$LD_PRELOAD\""],
+                   "env": {"X": "from-request", "LD_PRELOAD": garbage}}),
+        )
+        .await;
+        assert_eq!(status, 200, "{ran}");
+        assert_eq!(
+            ran["stdout"].as_str().unwrap(),
+            format!("from-request|{}\n", garbage.display())
+        );
+        let stderr = ran["stderr"].as_str().unwrap_or("");
+        assert_eq!(stderr.matches("cannot be preloaded").count(), 1, "{ran}");
+        let (status, refused) = post(
+            &server,
+            "/execute",
+            json!({"command": ["/bin/true"], "env": {"AGENT_REACH_HOME": "/nonexistent"}}),
+        )
+        .await;
+        assert_eq!(status, 422, "{refused}");
+        assert_eq!(refused["error"]["kind"], "invalid_params", "{refused}");
+        assert!(
+            refused["detail"]
+                .as_str()
+                .unwrap()
+                .contains("AGENT_REACH_HOME")
+        );
+    });
+}
+
 fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
     let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, text) in files {

@@ -95,11 +95,31 @@ impl Execution {
         let command_program = resolve::resolve_program(&program_name, &spec.cwd, &spec.env)?;
         let mut argv = spec.wrapper.clone();
         argv.extend(spec.argv.iter().cloned());
+        // The wrapper starts unconfined: with its own environment, the
+        // command's handed over on a descriptor it reads once confined.
+        let (env, handover) = match (&spec.wrapper_env, spec.wrapper.is_empty()) {
+            (Some(base), false) => {
+                let block = crate::sandbox::env_fd::encode(&spec.env);
+                let fd = crate::sandbox::env_fd::sealed_memfd(&block).map_err(|source| {
+                    ExecError::Spawn {
+                        program: program_name.clone(),
+                        source,
+                    }
+                })?;
+                let mut env = base.clone();
+                env.insert(
+                    crate::sandbox::env_fd::ENV_FD_VAR.into(),
+                    fd.as_raw_fd().to_string().into(),
+                );
+                (env, Some(fd))
+            }
+            _ => (spec.env.clone(), None),
+        };
         let program = if spec.wrapper.is_empty() {
             command_program
         } else {
             let wrapper = argv[0].clone();
-            resolve::resolve_program(&wrapper, &spec.cwd, &spec.env)?
+            resolve::resolve_program(&wrapper, &spec.cwd, &env)?
         };
         let watch_error = |source| ExecError::Watch {
             program: program_name.clone(),
@@ -129,7 +149,8 @@ impl Execution {
             program,
             argv,
             cwd: spec.cwd.clone(),
-            env: spec.env.clone(),
+            env,
+            inherit_fd: handover.as_ref().map(AsRawFd::as_raw_fd),
             stdio,
             cgroup: cgroup.as_ref().map(|c| spawner::CgroupFds {
                 dir: c.dir_fd(),
@@ -137,6 +158,8 @@ impl Execution {
             }),
         })
         .map_err(|source| spawn_error(&program_name, source))?;
+        // The child has its copy (or failed): ours closes now.
+        drop(handover);
         let started_at = Instant::now();
         let pid = forked.pid;
         let mut sources = Vec::new();

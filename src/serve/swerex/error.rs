@@ -149,7 +149,13 @@ impl IntoResponse for SwerexError {
             )
                 .into_response(),
             SwerexError::Refused { kind, message } => (
-                StatusCode::FORBIDDEN,
+                // A bad request is what FastAPI answers for bad input (422);
+                // a refusal by the policy is 403.
+                match kind {
+                    crate::registry::kinds::INVALID_PARAMS
+                    | crate::registry::kinds::MALFORMED_REQUEST => StatusCode::UNPROCESSABLE_ENTITY,
+                    _ => StatusCode::FORBIDDEN,
+                },
                 axum::Json(json!({
                     "detail": message,
                     "error": {"kind": kind, "message": message},
