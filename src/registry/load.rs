@@ -118,6 +118,7 @@ fn merge(files: Vec<(PathBuf, ParsedFile)>) -> Merged {
         settings.sandbox.best_effort = s.best_effort.unwrap_or(settings.sandbox.best_effort);
         settings.sandbox.network = s.sandbox_network.unwrap_or(settings.sandbox.network);
         settings.env.extend(s.env);
+        settings.limits = settings.limits.with(&s.limits);
         for tool in file.tools {
             match merged.tools.iter_mut().find(|t| t.name == tool.name) {
                 Some(existing) => *existing = tool,
@@ -193,6 +194,7 @@ pub(crate) fn build(
         if let Some(raw) = profile.allow_raw_commands {
             settings.allow_raw_commands &= raw;
         }
+        settings.limits = settings.limits.with(&profile.limits);
     }
     let mut tools = BTreeMap::new();
     let mut order = Vec::new();
@@ -234,4 +236,39 @@ fn availability(tool: &ToolSpec, settings: &Settings, profile: Option<&Profile>)
         ));
     }
     Availability::Available
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::model::{
+        DEFAULT_MAX_OUTPUT_TOKENS_LIMIT, DEFAULT_MAX_TIMEOUT_MS, DEFAULT_PIDS_LIMIT,
+    };
+
+    fn built(text: &str, profile: Option<&str>) -> Registry {
+        let file = PathBuf::from("/r.toml");
+        let parsed = super::super::parse::parse_file(&file, text);
+        build(merge(vec![(file, parsed)]), profile, PathBuf::from("/")).unwrap()
+    }
+
+    #[test]
+    fn limits_default_to_their_constants_and_a_profile_replaces_what_it_sets() {
+        let plain = built("", None);
+        assert_eq!(plain.settings.limits.pids, DEFAULT_PIDS_LIMIT);
+        assert_eq!(plain.settings.limits.max_timeout_ms, DEFAULT_MAX_TIMEOUT_MS);
+        assert_eq!(
+            plain.settings.limits.max_output_tokens,
+            DEFAULT_MAX_OUTPUT_TOKENS_LIMIT
+        );
+        let text = "[limits]\npids = 50\n[profiles.small.limits]\nmax_output_tokens = 9\n";
+        let top = built(text, None);
+        assert_eq!(top.settings.limits.pids, 50);
+        assert_eq!(
+            top.settings.limits.max_output_tokens,
+            DEFAULT_MAX_OUTPUT_TOKENS_LIMIT
+        );
+        let small = built(text, Some("small"));
+        assert_eq!(small.settings.limits.pids, 50);
+        assert_eq!(small.settings.limits.max_output_tokens, 9);
+    }
 }

@@ -193,6 +193,55 @@ pub(crate) struct SandboxSettings {
     pub(crate) network: Network,
 }
 
+/// Processes one command may have at once (`[limits] pids`).
+pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
+/// The longest timeout a caller may ask for (`[limits] max_timeout_ms`).
+pub(crate) const DEFAULT_MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// The largest output budget a caller may ask for (`[limits] max_output_tokens`).
+pub(crate) const DEFAULT_MAX_OUTPUT_TOKENS_LIMIT: usize = 100_000;
+
+/// `[limits]`: what holds whatever a caller asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LimitSettings {
+    /// The per-command process limit (cgroup `pids.max`).
+    pub(crate) pids: u64,
+    /// A caller's timeout is capped to this.
+    pub(crate) max_timeout_ms: u64,
+    /// A caller's output budget is capped to this.
+    pub(crate) max_output_tokens: usize,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        Self {
+            pids: DEFAULT_PIDS_LIMIT,
+            max_timeout_ms: DEFAULT_MAX_TIMEOUT_MS,
+            max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS_LIMIT,
+        }
+    }
+}
+
+/// A `[limits]` table as one file or profile writes it: what it sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct LimitOverrides {
+    pub(crate) pids: Option<u64>,
+    pub(crate) max_timeout_ms: Option<u64>,
+    pub(crate) max_output_tokens: Option<usize>,
+}
+
+impl LimitSettings {
+    /// These limits with what `overrides` sets.
+    pub(crate) fn with(self, overrides: &LimitOverrides) -> Self {
+        Self {
+            pids: overrides.pids.unwrap_or(self.pids),
+            max_timeout_ms: overrides.max_timeout_ms.unwrap_or(self.max_timeout_ms),
+            max_output_tokens: overrides
+                .max_output_tokens
+                .unwrap_or(self.max_output_tokens),
+        }
+    }
+}
+
 /// `[profiles.NAME]`: a narrower view of the registry.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Profile {
@@ -203,6 +252,8 @@ pub(crate) struct Profile {
     pub(crate) tools: Vec<String>,
     pub(crate) exclude: Vec<String>,
     pub(crate) allow_raw_commands: Option<bool>,
+    /// `[profiles.NAME.limits]`: replaces the top level's where set.
+    pub(crate) limits: LimitOverrides,
     pub(crate) location: Location,
 }
 
@@ -217,6 +268,8 @@ pub(crate) struct Settings {
     pub(crate) raw_commands_risk: Risk,
     pub(crate) scheduler: SchedulerSettings,
     pub(crate) sandbox: SandboxSettings,
+    /// `[limits]` (a chosen profile's applied).
+    pub(crate) limits: LimitSettings,
     /// `[env]`: variables set for every tool.
     pub(crate) env: BTreeMap<String, String>,
     /// A `NAME=value` file of secrets (mode 0600).
@@ -232,6 +285,7 @@ impl Default for Settings {
             raw_commands_risk: Risk::Medium,
             scheduler: SchedulerSettings::default(),
             sandbox: SandboxSettings::default(),
+            limits: LimitSettings::default(),
             env: BTreeMap::new(),
             secrets_file: None,
         }

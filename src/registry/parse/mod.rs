@@ -44,6 +44,7 @@ pub(crate) struct FileSettings {
     pub(crate) writable_roots: Option<Vec<PathBuf>>,
     pub(crate) best_effort: Option<bool>,
     pub(crate) env: BTreeMap<String, String>,
+    pub(crate) limits: crate::registry::model::LimitOverrides,
 }
 
 /// What one file says, plus its problems.
@@ -160,6 +161,25 @@ cwd = "caller"
             "{all}"
         );
         assert!(parsed.problems.len() >= 8, "{all}");
+    }
+
+    #[test]
+    fn limits_are_read_at_the_top_and_in_profiles_and_unknown_keys_refused() {
+        let parsed = parse(
+            "[limits]\npids = 50\nmax_timeout_ms = 1000\n[profiles.p.limits]\nmax_output_tokens = 7\n",
+        );
+        assert!(parsed.problems.is_empty(), "{:?}", messages(&parsed));
+        assert_eq!(parsed.settings.limits.pids, Some(50));
+        assert_eq!(parsed.settings.limits.max_timeout_ms, Some(1000));
+        assert_eq!(parsed.settings.limits.max_output_tokens, None);
+        assert_eq!(parsed.profiles[0].limits.max_output_tokens, Some(7));
+        let bad = parse("[limits]\npid = 5\nmax_timeout_ms = 0\n");
+        let all = messages(&bad).join("\n");
+        assert!(all.contains("unknown key `pid` in [limits]"), "{all}");
+        assert!(
+            all.contains("`limits.max_timeout_ms` must be at least 1"),
+            "{all}"
+        );
     }
 
     #[test]

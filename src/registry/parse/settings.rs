@@ -1,6 +1,7 @@
 //! The registry's top level: its keys (`include`, `max_risk`, `approval`,
 //! raw commands, the secrets file) and the `[scheduler]`, `[sandbox]`,
-//! `[env]` and `[profiles.NAME]` tables, read into [`FileSettings`] and
+//! `[env]`, `[limits]` and `[profiles.NAME]` tables (a profile may hold its
+//! own `limits`), read into [`FileSettings`] and
 //! [`Profile`]s; `tools` is handed to the tool walker.
 //!
 //! [`FileSettings`]: super::FileSettings
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 use toml_edit::TableLike;
 
 use super::Walker;
-use crate::registry::model::{Profile, is_valid_env_name};
+use crate::registry::model::{LimitOverrides, Profile, is_valid_env_name};
 use crate::registry::node::{Node, entries};
 
 const TOP_KEYS: &[&str] = &[
@@ -23,6 +24,7 @@ const TOP_KEYS: &[&str] = &[
     "scheduler",
     "sandbox",
     "env",
+    "limits",
     "profiles",
     "tools",
 ];
@@ -35,7 +37,9 @@ const PROFILE_KEYS: &[&str] = &[
     "tools",
     "exclude",
     "allow_raw_commands",
+    "limits",
 ];
+const LIMITS_KEYS: &[&str] = &["pids", "max_timeout_ms", "max_output_tokens"];
 
 impl Walker<'_> {
     pub(super) fn top(&mut self, table: &dyn TableLike) {
@@ -61,6 +65,7 @@ impl Walker<'_> {
                 "scheduler" => self.scheduler(node),
                 "sandbox" => self.sandbox(node),
                 "env" => self.env(node),
+                "limits" => self.out.settings.limits = self.limits(node, "limits"),
                 "profiles" => self.profiles(node),
                 "tools" => self.tools(node),
                 _ => {}
@@ -126,6 +131,25 @@ impl Walker<'_> {
         }
     }
 
+    /// A `[limits]` table (`what` names it: `limits`, `profiles.NAME.limits`).
+    fn limits(&mut self, node: Node<'_>, what: &str) -> LimitOverrides {
+        let mut limits = LimitOverrides::default();
+        let Some(table) = self.table(node, what) else {
+            return limits;
+        };
+        self.unknown_keys(table, LIMITS_KEYS, &format!("[{what}]"));
+        for (key, _, node) in entries(table) {
+            let count = self.count(node, &format!("{what}.{key}"), 1);
+            match key {
+                "pids" => limits.pids = count.map(|n| n as u64),
+                "max_timeout_ms" => limits.max_timeout_ms = count.map(|n| n as u64),
+                "max_output_tokens" => limits.max_output_tokens = count,
+                _ => {}
+            }
+        }
+        limits
+    }
+
     fn env(&mut self, node: Node<'_>) {
         let Some(table) = self.table(node, "env") else {
             return;
@@ -171,6 +195,9 @@ impl Walker<'_> {
                     "max_risk" => profile.max_risk = self.risk(node, key),
                     "approval" => profile.approval = self.risk(node, key),
                     "allow_raw_commands" => profile.allow_raw_commands = self.boolean(node, key),
+                    "limits" => {
+                        profile.limits = self.limits(node, &format!("profiles.{name}.limits"))
+                    }
                     "description" => {
                         self.string(node, key);
                     }
