@@ -180,6 +180,22 @@ impl CgroupGuard {
         }
     }
 
+    /// Limits the processes inside to `max` (`pids.max`), enabling the
+    /// `pids` controller for our cgroups once if it is not yet; fails where
+    /// the controller cannot be had.
+    pub(crate) fn set_pids_max(&self, max: u64) -> std::io::Result<()> {
+        static ENABLED: Once = Once::new();
+        let file = self.dir.join("pids.max");
+        if !file.exists() {
+            ENABLED.call_once(|| {
+                if let Some(base) = self.dir.parent() {
+                    let _ = fs::write(base.join("cgroup.subtree_control"), "+pids");
+                }
+            });
+        }
+        fs::write(file, max.to_string())
+    }
+
     /// An fd open on `cgroup.procs` for writing: a child writes `0` to it
     /// between fork and exec to move itself in before it can fork.
     pub(crate) fn procs_fd(&self) -> RawFd {

@@ -36,6 +36,57 @@ const DEFAULT_SIGNALS: [libc::c_int; 5] = [
     libc::SIGPIPE,
 ];
 
+/// Puts this process under its process limit: into its v1 `pids` group,
+/// or under `RLIMIT_NPROC` (never raising the inherited hard limit). A
+/// failure leaves `errno` set: the command must not run unlimited.
+///
+/// # Safety
+/// Only in a freshly forked or cloned child, before its exec.
+pub(super) unsafe fn apply_limits(
+    limits: &super::pids_limit::ChildLimits,
+) -> Result<(), SetupFailed> {
+    // SAFETY (whole body): raw system calls on our own state and stack.
+    unsafe {
+        if let Some(fd) = limits.join_procs
+            && libc::write(fd, b"0".as_ptr().cast(), 1) != 1
+        {
+            return Err(SetupFailed::Errno);
+        }
+        if let Some(max) = limits.nproc {
+            let mut old = libc::rlimit64 {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::syscall(
+                libc::SYS_prlimit64,
+                0,
+                libc::RLIMIT_NPROC,
+                std::ptr::null::<libc::rlimit64>(),
+                std::ptr::addr_of_mut!(old),
+            ) < 0
+            {
+                return Err(SetupFailed::Errno);
+            }
+            let max = max.min(old.rlim_max);
+            let new = libc::rlimit64 {
+                rlim_cur: max,
+                rlim_max: max,
+            };
+            if libc::syscall(
+                libc::SYS_prlimit64,
+                0,
+                libc::RLIMIT_NPROC,
+                std::ptr::addr_of!(new),
+                std::ptr::null_mut::<libc::rlimit64>(),
+            ) < 0
+            {
+                return Err(SetupFailed::Errno);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Makes this process the command's: its own session and process group
 /// (signalled as a whole; on pipes no controlling terminal, so `/dev/tty`
 /// prompts fail at once instead of stopping it), the PTY on fd 0 as its

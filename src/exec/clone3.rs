@@ -16,8 +16,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::child_setup::{SetupFailed, become_command};
+use super::child_setup::{SetupFailed, apply_limits, become_command};
 use super::clone_vm::clone_vm;
+use super::pids_limit::ChildLimits;
 use super::spawner::{ChildStdio, ForkRequest};
 
 const CLONE_PIDFD: u64 = 0x1000;
@@ -104,6 +105,7 @@ struct ChildPlan {
     report: RawFd,
     /// Kept through the exec (-1: none).
     inherit: RawFd,
+    limits: ChildLimits,
 }
 
 /// Starts `request`, born in the cgroup whose directory `cgroup_dir` is
@@ -179,6 +181,7 @@ pub(crate) fn spawn(
         parent: unsafe { libc::getpid() },
         report: report_write.as_raw_fd(),
         inherit: request.inherit_fd.unwrap_or(-1),
+        limits: request.limits,
     };
     let mut pidfd: libc::c_int = -1;
     let into_cgroup = if cgroup_dir.is_some() {
@@ -351,6 +354,9 @@ unsafe fn child(plan: &ChildPlan) -> ! {
         }
         // CLONE_CLEAR_SIGHAND reset our handlers; the rest as on the fork
         // path.
+        if apply_limits(&plan.limits).is_err() {
+            fail(plan.report);
+        }
         let inherit = (plan.inherit >= 0).then_some(plan.inherit);
         match become_command(plan.parent, plan.tty, inherit) {
             Ok(()) => {}

@@ -33,6 +33,7 @@ pub(crate) mod execution;
 pub(crate) mod glue;
 pub(crate) mod interrupt;
 pub(crate) mod kill;
+pub(crate) mod pids_limit;
 pub(crate) mod procfs;
 pub(crate) mod pty;
 pub(crate) mod pump;

@@ -23,6 +23,7 @@ use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::child_setup::SetupFailed;
+use super::pids_limit::ChildLimits;
 use super::procfs;
 
 /// Pids of children whose exit status belongs to someone (not to the reaper).
@@ -136,6 +137,8 @@ pub(crate) struct ForkRequest {
     /// A close-on-exec descriptor of ours the child keeps through its exec
     /// (the command's environment handed to the sandbox wrapper).
     pub(crate) inherit_fd: Option<RawFd>,
+    /// The process limit the child applies to itself.
+    pub(crate) limits: ChildLimits,
     pub(crate) stdio: ChildStdio,
     /// The execution's cgroup: its directory (to be born in it with
     /// clone3) and its `cgroup.procs` open for writing (the fallback: the
@@ -279,10 +282,11 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     let parent = std::process::id() as libc::pid_t;
     let cgroup_fd = request.cgroup.map(|c| c.procs);
     let inherit_fd = request.inherit_fd;
+    let limits = request.limits;
     // SAFETY: the closure runs between fork and exec and only makes
     // async-signal-safe system calls on values captured by copy.
     unsafe {
-        command.pre_exec(move || in_child(parent, tty, cgroup_fd, inherit_fd));
+        command.pre_exec(move || in_child(parent, tty, cgroup_fd, inherit_fd, limits));
     }
     let mut known = known();
     let mut child = command.spawn()?;
@@ -308,12 +312,16 @@ fn in_child(
     tty: bool,
     cgroup_fd: Option<RawFd>,
     inherit_fd: Option<RawFd>,
+    limits: ChildLimits,
 ) -> std::io::Result<()> {
     // SAFETY (whole function): only async-signal-safe system calls.
     unsafe {
         if let Some(fd) = cgroup_fd {
             // Best effort: without it the session tag still finds escapees.
             let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
+        }
+        if super::child_setup::apply_limits(&limits).is_err() {
+            return Err(std::io::Error::last_os_error());
         }
         match super::child_setup::become_command(parent, tty, inherit_fd) {
             Ok(()) => {}
@@ -336,6 +344,7 @@ mod tests {
             cwd: "/".into(),
             env: Default::default(),
             inherit_fd: None,
+            limits: ChildLimits::default(),
             stdio: ChildStdio::Pipes { stdin_pipe: false },
             cgroup: None,
         })
@@ -367,6 +376,7 @@ mod tests {
                 cwd: "/".into(),
                 env: Default::default(),
                 inherit_fd: None,
+                limits: ChildLimits::default(),
                 stdio: ChildStdio::Pipes { stdin_pipe: false },
                 cgroup: None,
             })

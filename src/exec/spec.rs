@@ -90,6 +90,9 @@ pub struct SpawnSpec {
     /// otherwise they are kept apart (one-shot results). Sessions (this or
     /// `tty`) also keep the newest output for `wait_for` patterns.
     pub merge_output: bool,
+    /// Processes the command (with all it starts) may have at once; `None`:
+    /// no limit of ours (see [`crate::exec::pids_limit`]).
+    pub pids_limit: Option<u64>,
     /// Put the command in a cgroup v2 of its own when one can be created
     /// (otherwise escapees are found through the session tag).
     pub use_cgroup: bool,
@@ -120,6 +123,7 @@ impl SpawnSpec {
             home,
             session_tag: new_session_tag(),
             merge_output: false,
+            pids_limit: Some(crate::registry::model::DEFAULT_PIDS_LIMIT),
             use_cgroup: true,
         }
     }

@@ -247,6 +247,9 @@ pub(crate) struct Shared {
     pub(crate) kill_grace: Duration,
     pub(crate) drain: Duration,
     pub(crate) cgroup: Option<CgroupGuard>,
+    /// Where the command's process limit is held (a v1 `pids` group is
+    /// removed with it, after the cgroup above killed what was left).
+    pub(crate) _pids: super::pids_limit::PidsHold,
     /// A copy of the PTY master for writing and for the foreground group.
     pub(crate) pty_master: Option<OwnedFd>,
     /// The write end of the command's stdin pipe, while open (see

@@ -48,7 +48,7 @@ pub(crate) use request::{Request, Target};
 
 use crate::exec::{RenderOptions, SpawnSpec};
 use crate::registry::cache::CacheKey;
-use crate::registry::model::Risk;
+use crate::registry::model::{LimitSettings, Risk};
 use crate::registry::secrets::SecretStore;
 use crate::registry::{Registry, kinds};
 use crate::result::Status;
@@ -257,6 +257,14 @@ impl Planner {
         &self.policy
     }
 
+    /// The operator's `[limits]` (their defaults without a registry).
+    pub(crate) fn limits(&self) -> LimitSettings {
+        self.registry
+            .as_ref()
+            .map(|registry| registry.settings.limits)
+            .unwrap_or_default()
+    }
+
     /// Every secret value, for redaction.
     pub(crate) fn all_secrets(&self) -> &[(String, Vec<u8>)] {
         &self.all_secrets
@@ -276,6 +284,7 @@ impl Planner {
         let mut spec = SpawnSpec::new(argv, cwd, env, self.config.home.clone());
         spec.session_tag = tag;
         spec.use_cgroup = self.config.use_cgroup;
+        spec.pids_limit = Some(self.limits().pids);
         spec.secrets = secrets;
         spec
     }

@@ -12,6 +12,7 @@ use crate::exec::cgroup::CgroupGuard;
 use crate::exec::error::ExecError;
 use crate::exec::glue::{Sink, SinkConfig};
 use crate::exec::kill;
+use crate::exec::pids_limit::PidsHold;
 use crate::exec::pty::{self, CrlfNormalizer};
 use crate::exec::pump::{self, Source};
 use crate::exec::resolve;
@@ -130,6 +131,10 @@ impl Execution {
         } else {
             None
         };
+        let pids = match spec.pids_limit {
+            Some(max) => PidsHold::hold(max, &spec.session_tag, cgroup.as_ref(), spec.use_cgroup),
+            None => PidsHold::None,
+        };
         let (stdio, master) = if spec.tty {
             let (cols, rows) = attach.pty_size.unwrap_or((pty::COLUMNS, pty::ROWS));
             let pair = pty::open(cols, rows).map_err(|source| ExecError::Pty {
@@ -151,6 +156,7 @@ impl Execution {
             cwd: spec.cwd.clone(),
             env,
             inherit_fd: handover.as_ref().map(AsRawFd::as_raw_fd),
+            limits: pids.child(),
             stdio,
             cgroup: cgroup.as_ref().map(|c| spawner::CgroupFds {
                 dir: c.dir_fd(),
@@ -203,6 +209,7 @@ impl Execution {
             kill_grace: spec.kill_grace,
             drain: spec.drain,
             cgroup,
+            _pids: pids,
             pty_master,
             stdin: Mutex::new(forked.stdin),
             state: Mutex::new(State {

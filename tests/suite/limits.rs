@@ -1,0 +1,94 @@
+//! `[limits]`: the per-command process limit (a fork bomb ends at it and
+//! leaves nothing behind) and the caps on what a caller asks (timeout,
+//! output budget), at every door, said in the reply.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::TestEnv;
+use crate::suite::exec_json::jsonl;
+
+/// A marker no other process on the machine runs: `sleep` of this many seconds.
+const MARKER_SECONDS: &str = "3171";
+
+/// Whether this machine has a `pids` controller agent-reach can use: the
+/// cgroup v1 `pids` hierarchy, or cgroup2 offering `pids`.
+fn has_pids_controller() -> bool {
+    let v1 = std::fs::read_to_string("/proc/self/cgroup")
+        .is_ok_and(|text| text.lines().any(|l| l.split(':').nth(1) == Some("pids")));
+    let v2 = [
+        "/sys/fs/cgroup/cgroup.controllers",
+        "/sys/fs/cgroup/unified/cgroup.controllers",
+    ]
+    .iter()
+    .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.split_whitespace().any(|c| c == "pids")));
+    v1 || v2
+}
+
+/// Processes whose command line is `sleep MARKER_SECONDS`.
+fn marker_sleeps() -> usize {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c == format!("sleep\0{MARKER_SECONDS}\0").as_bytes())
+        })
+        .count()
+}
+
+#[test]
+fn a_fork_bomb_ends_at_the_pids_limit_and_leaves_nothing_behind() {
+    crate::skip_unless!(
+        feature = "cgroup",
+        has_pids_controller(),
+        "no pids cgroup controller on this machine"
+    );
+    let env = TestEnv::new();
+    let registry = "allow_raw_commands = true\n[limits]\npids = 50\n";
+    let script =
+        format!("i=0; while [ $i -lt 200 ]; do sleep {MARKER_SECONDS} & i=$((i+1)); echo $i; done");
+    let started = std::time::Instant::now();
+    let (run, by_id) = jsonl(
+        &env,
+        registry,
+        &[json!({"id": "bomb", "command": ["/bin/sh", "-c", script], "timeout_ms": 20000})],
+        &[],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{}",
+        run.stderr_str()
+    );
+    let result = &by_id["bomb"];
+    let last: u32 = result["stdout"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (1..50).contains(&last),
+        "the shell started {last} sleeps under a limit of 50: {result}"
+    );
+    let stderr = result["stderr"].as_str().unwrap_or("");
+    assert!(
+        stderr.contains("fork") || stderr.contains("Resource temporarily unavailable"),
+        "a fork was refused inside: {result}"
+    );
+    assert_ne!(result["status"], "timeout", "it finished: {result}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while marker_sleeps() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(marker_sleeps(), 0, "a sleep of the bomb was left running");
+}
