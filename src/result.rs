@@ -110,6 +110,11 @@ pub(crate) struct NormalizedResult {
     pub(crate) sandbox: Option<SandboxAttestation>,
     pub(crate) cached: bool,
     pub(crate) error: Option<ResultError>,
+    /// The operator's `[limits]` that cut what the request asked
+    /// (`max_timeout_ms`, `max_output_tokens`); omitted when none did, so
+    /// it is not among [`FIELDS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) capped: Vec<String>,
 }
 
 impl NormalizedResult {
@@ -142,6 +147,7 @@ impl NormalizedResult {
                 retry_after_ms: None,
                 survivors: Vec::new(),
             }),
+            capped: Vec::new(),
         }
     }
 }

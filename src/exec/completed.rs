@@ -146,6 +146,7 @@ impl Completed {
             sandbox: self.sandbox.clone(),
             cached: false,
             error,
+            capped: Vec::new(),
         }
     }
 }

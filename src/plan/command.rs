@@ -88,6 +88,7 @@ pub(crate) fn plan_command(
         tool: None,
         cache: None,
         report,
+        capped: Vec::new(),
     })
 }
 
@@ -134,6 +135,7 @@ pub(crate) fn plan_apply_patch(
         tool: None,
         cache: None,
         report,
+        capped: Vec::new(),
     })
 }
 

@@ -223,6 +223,7 @@ impl Dispatcher {
             if let Some(mut hit) = shared {
                 hit.id = id;
                 hit.cached = true;
+                hit.capped = cap_names(&plan.capped);
                 self.metrics
                     .record(&plan.label, hit.status, true, Duration::ZERO);
                 return hit;
@@ -260,6 +261,7 @@ impl Dispatcher {
             tool,
             cache,
             report,
+            capped,
             ..
         } = plan;
         let mut result = self.runner.run(spec, render).await;
@@ -268,6 +270,7 @@ impl Dispatcher {
         result.id = id;
         result.tool = tool;
         result.cached = false;
+        result.capped = cap_names(&capped);
         self.scrub(&mut result);
         if let (Some(guard), Some((_, ttl))) = (leader, cache) {
             let keep = matches!(result.status, Status::Success | Status::Failure);
@@ -321,6 +324,11 @@ impl Dispatcher {
         let tool = tool.map(|t| self.redact(&t));
         NormalizedResult::refused(id, tool, rejection.status, rejection.kind, message)
     }
+}
+
+/// The names a result's `capped` lists.
+fn cap_names(caps: &[super::caps::Cap]) -> Vec<String> {
+    caps.iter().map(|cap| cap.name.to_owned()).collect()
 }
 
 #[cfg(test)]

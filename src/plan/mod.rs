@@ -27,6 +27,7 @@
 //! policy rule is unit-tested without the engine. The [`Dispatcher`] on top
 //! runs one-shot plans (cache, scheduler, engine, normalized result).
 
+pub(crate) mod caps;
 pub(crate) mod command;
 pub(crate) mod dispatcher;
 pub(crate) mod policy;
@@ -110,6 +111,8 @@ pub(crate) struct Plan {
     pub(crate) cache: Option<(CacheKey, Duration)>,
     /// Removes the sandbox report file when the plan's run is over.
     pub(crate) report: Option<sandbox::ReportGuard>,
+    /// What the operator's `[limits]` cut from the request.
+    pub(crate) capped: Vec<caps::Cap>,
 }
 
 /// Names agent-reach keeps for itself: a request may not set them.
@@ -292,7 +295,9 @@ impl Planner {
     /// The one function: a request from `door` becomes a plan or a rejection.
     pub(crate) fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
         check_reserved_env(request)?;
-        match &request.target {
+        let (capped, caps) = caps::cap(request, self.limits());
+        let request = capped.as_ref().unwrap_or(request);
+        let mut plan = match &request.target {
             Target::Tool { name, args } => match &self.registry {
                 Some(registry) => tool::plan_tool(self, registry, request, name, args, door),
                 None => Err(Rejection::rejected(
@@ -302,6 +307,8 @@ impl Planner {
             },
             Target::Command(argv) => command::plan_command(self, request, argv, door),
             Target::ApplyPatch { input } => command::plan_apply_patch(self, request, input),
-        }
+        }?;
+        plan.capped = caps;
+        Ok(plan)
     }
 }

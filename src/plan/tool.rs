@@ -134,6 +134,7 @@ pub(crate) fn plan_tool(
         tool: Some(tool.name.clone()),
         cache,
         report,
+        capped: Vec::new(),
     })
 }
 

@@ -37,6 +37,10 @@ pub(crate) struct Reply {
     /// a session pruned to make room. Omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) notes: Vec<String>,
+    /// The operator's `[limits]` that cut what the call asked, each as
+    /// `max_output_tokens (asked N, limit M)`. Omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) capped: Vec<String>,
 }
 
 impl Reply {
@@ -76,6 +80,9 @@ impl Reply {
                     .unwrap_or_default()
             ));
         }
+        for cap in &self.capped {
+            text.push_str(&format!("Capped: {cap}\n"));
+        }
         for note in &self.notes {
             text.push_str(&format!("Note: {note}\n"));
         }
@@ -109,6 +116,7 @@ mod tests {
             full_output_path: None,
             sandbox: None,
             notes: Vec::new(),
+            capped: Vec::new(),
         }
     }
 

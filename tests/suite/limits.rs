@@ -92,3 +92,42 @@ fn a_fork_bomb_ends_at_the_pids_limit_and_leaves_nothing_behind() {
     }
     assert_eq!(marker_sleeps(), 0, "a sleep of the bomb was left running");
 }
+
+#[test]
+fn exec_json_asking_for_more_output_than_the_limit_gets_the_cap_and_says_so() {
+    let env = TestEnv::new();
+    let registry = "allow_raw_commands = true\n";
+    let (_, by_id) = jsonl(
+        &env,
+        registry,
+        &[
+            json!({"id": "big", "command": ["echo", "hi"], "max_output_tokens": 100_000_000u64}),
+            json!({"id": "fair", "command": ["echo", "hi"], "max_output_tokens": 500}),
+        ],
+        &[],
+    );
+    assert_eq!(by_id["big"]["status"], "success", "{}", by_id["big"]);
+    assert_eq!(by_id["big"]["capped"], json!(["max_output_tokens"]));
+    assert!(
+        by_id["fair"].get("capped").is_none(),
+        "nothing capped, no field: {}",
+        by_id["fair"]
+    );
+}
+
+#[test]
+fn exec_json_asking_for_a_longer_timeout_than_the_limit_is_killed_at_the_limit() {
+    let env = TestEnv::new();
+    let registry = "allow_raw_commands = true\n[limits]\nmax_timeout_ms = 1000\n";
+    let started = std::time::Instant::now();
+    let (_, by_id) = jsonl(
+        &env,
+        registry,
+        &[json!({"id": "long", "command": ["sleep", "20"], "timeout_ms": 1_000_000_000u64})],
+        &[],
+    );
+    let result = &by_id["long"];
+    assert_eq!(result["status"], "timeout", "{result}");
+    assert_eq!(result["capped"], json!(["max_timeout_ms"]), "{result}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{result}");
+}

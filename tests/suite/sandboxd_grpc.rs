@@ -807,3 +807,25 @@ fn a_reserved_name_in_env_vars_is_an_invalid_argument_naming_it() {
         assert!(err.message().contains("invalid_params"), "{err:?}");
     });
 }
+
+#[test]
+fn a_deadline_past_max_timeout_ms_is_capped_to_it() {
+    let env = TestEnv::new();
+    let server = GrpcServer::start(
+        &env,
+        "allow_raw_commands = true\n[limits]\nmax_timeout_ms = 1000\n",
+        &[],
+    );
+    runtime().block_on(async {
+        let mut client = server.client().await;
+        let mut request = tonic::Request::new(ExecuteRequest {
+            config: Some(config(&["sleep", "20"])),
+        });
+        request.set_timeout(Duration::from_secs(1_000_000));
+        let started = Instant::now();
+        let err = client.execute(request).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+        assert!(err.message().contains("max_timeout_ms"), "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{err:?}");
+    });
+}

@@ -209,6 +209,30 @@ fn run<F: std::future::Future<Output = ()>>(test: F) {
 }
 
 #[test]
+fn exec_command_asking_for_more_output_than_the_limit_says_it_was_capped() {
+    run(async {
+        let s = serve().await;
+        let (text, v) = s
+            .ok(
+                "exec_command",
+                json!({"cmd": "echo hi", "max_output_tokens": 100_000_000u64}),
+            )
+            .await;
+        assert!(
+            text.contains("Capped: max_output_tokens (asked 100000000, limit 100000)"),
+            "{text}"
+        );
+        assert_eq!(
+            v["capped"][0],
+            "max_output_tokens (asked 100000000, limit 100000)"
+        );
+        let (text, _) = s.ok("exec_command", json!({"cmd": "echo hi"})).await;
+        assert!(!text.contains("Capped"), "{text}");
+        s.close().await;
+    });
+}
+
+#[test]
 fn lists_the_contract_tools() {
     run(async {
         let s = serve().await;

@@ -345,6 +345,29 @@ fn execute_env_reaches_the_command_and_reserved_names_are_refused_422() {
     });
 }
 
+#[test]
+fn an_execute_timeout_past_the_limit_is_capped_and_the_answer_says_so() {
+    let env = TestEnv::new();
+    let server = start(&env);
+    runtime().block_on(async {
+        let (status, ran) = post(
+            &server,
+            "/execute",
+            json!({"command": ["true"], "timeout": 1e6}),
+        )
+        .await;
+        assert_eq!(status, 200, "{ran}");
+        assert_eq!(ran["capped"], json!(["max_timeout_ms"]), "{ran}");
+        let (_, fair) = post(
+            &server,
+            "/execute",
+            json!({"command": ["true"], "timeout": 5}),
+        )
+        .await;
+        assert!(fair.get("capped").is_none(), "{fair}");
+    });
+}
+
 fn zip_of(files: &[(&str, &str)]) -> Vec<u8> {
     let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     for (name, text) in files {

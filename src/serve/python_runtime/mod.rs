@@ -155,13 +155,16 @@ fn execute_answer(result: &NormalizedResult) -> Response {
                 (None, Some(signal)) => -signal,
                 (None, None) => -1,
             };
-            Json(json!({
+            let mut answer = json!({
                 "stdout": result.stdout,
                 "stderr": result.stderr,
                 "exit_code": exit_code,
                 "timed_out": timed_out,
-            }))
-            .into_response()
+            });
+            if !result.capped.is_empty() {
+                answer["capped"] = json!(result.capped);
+            }
+            Json(answer).into_response()
         }
         Status::Rejected
             if matches!(

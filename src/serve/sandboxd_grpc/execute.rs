@@ -16,6 +16,7 @@ use tonic::Status;
 
 use super::plan::{ProcessRequest, result_status, run_one_shot};
 use super::proto::process_v1::ExecuteResponse;
+use crate::plan::caps::MAX_TIMEOUT_MS;
 use crate::result::Status as ResultStatus;
 use crate::serve::listen::Shared;
 
@@ -88,6 +89,11 @@ pub(crate) async fn execute(
     };
     if let Some(status) = result_status(&result) {
         return Err(status);
+    }
+    if result.status == ResultStatus::Timeout && result.capped.iter().any(|c| c == MAX_TIMEOUT_MS) {
+        return Err(Status::deadline_exceeded(format!(
+            "the command ran to the operator's {MAX_TIMEOUT_MS} (capped: the call asked for longer) and was killed"
+        )));
     }
     if result.status == ResultStatus::Timeout && deadline.is_some() {
         return Err(Status::deadline_exceeded(

@@ -329,5 +329,6 @@ pub(super) fn window_reply(
         truncated: rendered.truncated,
         sandbox: session.attestation(),
         notes,
+        capped: Vec::new(),
     }
 }

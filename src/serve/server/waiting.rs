@@ -116,5 +116,6 @@ fn cancelled_reply(id: u64, session: &CommandSession, started: Instant) -> Reply
         notes: vec![format!(
             "the call was cancelled: nothing was read and session {id} goes on; write_stdin polls it"
         )],
+        capped: Vec::new(),
     }
 }

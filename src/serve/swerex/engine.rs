@@ -56,8 +56,12 @@ pub(crate) fn spawn_session(
     Ok((exec, plan.report))
 }
 
-/// Runs a one-shot command to its end (or its timeout).
-pub(crate) async fn run_once(shared: &Shared, req: OneShot) -> Result<Completed, SwerexError> {
+/// Runs a one-shot command to its end (or its timeout); with it, the names
+/// of the operator's `[limits]` that cut what it asked.
+pub(crate) async fn run_once(
+    shared: &Shared,
+    req: OneShot,
+) -> Result<(Completed, Vec<String>), SwerexError> {
     let mut request = request(shared, req.argv, req.cwd, req.env.as_ref());
     request.timeout_ms = Some(req.timeout.map_or(0, |t| {
         u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
@@ -68,7 +72,8 @@ pub(crate) async fn run_once(shared: &Shared, req: OneShot) -> Result<Completed,
     let exec = Execution::spawn(plan.spec).map_err(|e| start_error(&e))?;
     let done = exec.finish(&plan.render).await;
     drop(plan.report);
-    Ok(done)
+    let capped = plan.capped.iter().map(|cap| cap.name.to_owned()).collect();
+    Ok((done, capped))
 }
 
 /// The plan stage's request for a command of this door: the server's own

@@ -360,7 +360,7 @@ async fn execute(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
             "list index out of range",
         ));
     }
-    let done = engine::run_once(
+    let (done, capped) = engine::run_once(
         &state.shared,
         engine::OneShot {
             argv,
@@ -401,9 +401,13 @@ async fn execute(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
         }
         return Err(SwerexError::raise(PyClass::NonZeroExitCode, message));
     }
-    Ok(axum::Json(
-        json!({"stdout": stdout, "stderr": stderr, "exit_code": exit_code}),
-    ))
+    let mut answer = json!({"stdout": stdout, "stderr": stderr, "exit_code": exit_code});
+    if !capped.is_empty() {
+        // The operator's [limits] cut what was asked; the client ignores
+        // fields it does not know.
+        answer["capped"] = json!(capped);
+    }
+    Ok(axum::Json(answer))
 }
 
 async fn read_file(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {

@@ -66,6 +66,9 @@ impl AgentReachServer {
             self.log(&req, started, None, "rejected", None, 0, false);
             ToolFailure::refused(format!("{} ({})", rejection.message, rejection.kind))
         })?;
+        // The budget and the caps the plan stage settled on ([limits]).
+        let max_output_tokens = plan.render.max_output_tokens;
+        let capped: Vec<String> = plan.capped.iter().map(|cap| cap.detail()).collect();
         let exec = Execution::spawn(plan.spec).map_err(|e| {
             self.log(&req, started, None, "error", None, 0, false);
             ToolFailure::from(e)
@@ -93,9 +96,10 @@ impl AgentReachServer {
         let outcome = self
             .wait_with_progress(&session, until, req.wait_for.as_ref(), ctx)
             .await;
-        let reply = self
-            .reply(id, &session, outcome, req.max_output_tokens, started)
+        let mut reply = self
+            .reply(id, &session, outcome, max_output_tokens, started)
             .await;
+        reply.capped = capped;
         self.log(
             &req,
             started,

@@ -59,9 +59,12 @@ impl AgentReachServer {
         let outcome = self
             .wait_with_progress(&session, until, req.wait_for.as_ref(), ctx)
             .await;
+        let limits = self.inner.dispatcher.planner().limits();
+        let (max_output_tokens, cap) = crate::plan::caps::cap_tokens(req.max_output_tokens, limits);
         let mut reply = self
-            .reply(id, &session, outcome, req.max_output_tokens, started)
+            .reply(id, &session, outcome, max_output_tokens, started)
             .await;
+        reply.capped.extend(cap.map(|cap| cap.detail()));
         reply.notes.extend(write_note);
         let argv = self.redact_all(std::slice::from_ref(&session.command));
         logging::execution(&ExecutionEvent {
