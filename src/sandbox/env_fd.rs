@@ -172,7 +172,7 @@ mod tests {
         let flags = unsafe { libc::fcntl(raw, libc::F_GETFD) };
         assert_ne!(flags & libc::FD_CLOEXEC, 0, "not inherited by accident");
         // SAFETY: a write to a sealed memfd must fail.
-        let wrote = unsafe { libc::write(raw, b"Z=1\0".as_ptr().cast(), 4) };
+        let wrote = unsafe { libc::write(raw, b"Z=1".as_ptr().cast(), 3) };
         assert!(wrote < 0, "the block cannot be changed once sealed");
         let taken = take(std::os::fd::IntoRawFd::into_raw_fd(fd)).unwrap();
         let back: BTreeMap<_, _> = taken.into_iter().collect();
