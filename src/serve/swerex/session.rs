@@ -81,6 +81,8 @@ pub(crate) struct BashSession {
     /// What a command cut at its timeout printed, for the interrupt that
     /// clients send next.
     after_timeout: Option<String>,
+    /// The operator's `[limits] max_timeout_ms`: no command waits longer.
+    max_wait: Duration,
 }
 
 impl BashSession {
@@ -115,6 +117,9 @@ impl BashSession {
             _dir: SessionDirGuard { _dir: dir },
             commands: 0,
             after_timeout: None,
+            max_wait: Duration::from_millis(
+                shared.dispatcher.planner().limits().max_timeout_ms,
+            ),
         };
         let timeout = SHELL_START_GRACE + seconds(request.startup_timeout);
         let first = literal(&session.protocol.prompt(0));
@@ -157,6 +162,12 @@ impl BashSession {
     }
 
     /// Kills the shell and everything it started.
+    /// How long a command may take: what it asked (none: no limit),
+    /// capped by the operator's `max_timeout_ms`.
+    fn wait_for(&self, asked: Option<f64>) -> Duration {
+        asked.map_or(self.max_wait, |t| seconds(t).min(self.max_wait))
+    }
+
     pub(crate) async fn close(self) {
         self.exec.terminate().await;
     }
@@ -194,7 +205,7 @@ impl BashSession {
         std::fs::write(&path, text)
             .map_err(|e| SwerexError::Internal(format!("cannot write {}: {e}", path.display())))?;
         self.type_line(&self.protocol.run_line(n))?;
-        let deadline = action.timeout.map(|t| Instant::now() + seconds(t));
+        let deadline = Some(Instant::now() + self.wait_for(action.timeout));
         let prompt = literal(&self.protocol.prompt(n));
         match self.wait(deadline, &prompt).await {
             WaitEnd::Matched => {}
@@ -243,7 +254,7 @@ impl BashSession {
         line.push('\n');
         self.type_line(&line)?;
         let pattern = self.expect_pattern(&action.expect)?;
-        let deadline = action.timeout.map(|t| Instant::now() + seconds(t));
+        let deadline = Some(Instant::now() + self.wait_for(action.timeout));
         match self.wait(deadline, &pattern).await {
             WaitEnd::Matched => {}
             WaitEnd::Deadline => return Err(self.timed_out(action).await),
