@@ -9,9 +9,11 @@
 //!    machines, where cgroup2 carries no controllers), which the child
 //!    joins between fork and exec;
 //! 3. `RLIMIT_NPROC`, where neither cgroup can be had. It counts every
-//!    process of the user, not of the command, and root ignores it, so it
-//!    is set only for a user other than root; as root without a cgroup
-//!    nothing holds the limit (the docs say so).
+//!    task of the user (threads too), not of the command, and root ignores
+//!    it: so it is set only for a user other than root, to the tasks the
+//!    machine runs now plus the limit (a bound on runaway forking, not an
+//!    exact count); as root without a cgroup nothing holds the limit (the
+//!    docs say so).
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -57,10 +59,16 @@ impl PidsHold {
         }
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
-            PidsHold::None
-        } else {
-            PidsHold::Rlimit(max)
+            return PidsHold::None;
         }
+        // The rlimit counts every task of the user, threads included, so
+        // it is set above what runs now: all tasks of the machine (one
+        // cheap read, and never fewer than the user's) plus the limit.
+        let running = super::procfs::read_small("/proc/loadavg")
+            .as_deref()
+            .and_then(total_tasks)
+            .unwrap_or(0);
+        PidsHold::Rlimit(running.saturating_add(max))
     }
 
     /// What the child does with it between fork and exec.
@@ -77,6 +85,17 @@ impl PidsHold {
             PidsHold::CgroupV2 | PidsHold::None => ChildLimits::default(),
         }
     }
+}
+
+/// The machine's task count from a `/proc/loadavg` text (`1.0 0.5 0.2 3/812 99`).
+pub(crate) fn total_tasks(loadavg: &str) -> Option<u64> {
+    loadavg
+        .split_ascii_whitespace()
+        .nth(3)?
+        .split_once('/')?
+        .1
+        .parse()
+        .ok()
 }
 
 /// The limits a child applies to itself before its exec.
@@ -220,6 +239,12 @@ mod tests {
         let cgroups = "9:name=systemd:/\n8:pids:/user.slice\n4:memory:/x\n0::/\n";
         assert_eq!(v1_pids_path(cgroups), Some("/user.slice"));
         assert_eq!(v1_pids_path("0::/\n"), None);
+    }
+
+    #[test]
+    fn the_machine_task_count_is_read_from_loadavg() {
+        assert_eq!(total_tasks("0.50 0.40 0.30 2/812 12345\n"), Some(812));
+        assert_eq!(total_tasks("garbage"), None);
     }
 
     #[test]

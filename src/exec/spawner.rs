@@ -362,6 +362,33 @@ mod tests {
     }
 
     #[test]
+    fn the_child_sets_its_rlimit_nproc_before_exec() {
+        let forked = fork_exec(ForkRequest {
+            program: "/bin/sh".into(),
+            argv: vec!["sh".into(), "-c".into(), "exit $(ulimit -p)".into()],
+            cwd: "/".into(),
+            env: Default::default(),
+            inherit_fd: None,
+            limits: ChildLimits {
+                join_procs: None,
+                nproc: Some(42),
+            },
+            stdio: ChildStdio::Pipes { stdin_pipe: false },
+            cgroup: None,
+        })
+        .unwrap();
+        let mut status = 0;
+        // SAFETY: waiting for our own registered child.
+        unsafe { libc::waitpid(forked.pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "{status:#x}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            42,
+            "ulimit -p (processes) in the child"
+        );
+    }
+
+    #[test]
     fn the_command_gets_default_signals_but_keeps_other_ignored_ones() {
         let ignore = |signal| {
             // SAFETY: changing a disposition no other test relies on.

@@ -400,6 +400,29 @@ params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type 
 "#;
 
     #[test]
+    fn request_variables_reach_the_command_not_the_wrapper_and_reserved_names_are_refused() {
+        let toml =
+            "allow_raw_commands = true\n[sandbox]\ndefault = \"read-only\"\n[limits]\npids = 77\n";
+        let (dir, d) = dispatcher(toml, Arc::new(FakeRunner::default()));
+        let mut request = Request::command(vec!["env".into()]);
+        request.env = vec![("LD_PRELOAD".into(), "/w/evil.so".into())];
+        let plan = d.planner().plan(&request, Door::Listener).unwrap();
+        let preload = OsString::from("LD_PRELOAD");
+        assert_eq!(plan.spec.env.get(&preload), Some(&"/w/evil.so".into()));
+        let wrapper_env = plan.spec.wrapper_env.as_ref().unwrap();
+        assert!(!wrapper_env.contains_key(&preload), "{wrapper_env:?}");
+        assert_eq!(
+            wrapper_env.get(&OsString::from("AGENT_REACH_HOME")),
+            Some(&dir.path().join("home").into_os_string())
+        );
+        assert_eq!(plan.spec.pids_limit, Some(77));
+        request.env = vec![("AGENT_REACH_HOME".into(), "/nonexistent".into())];
+        let refused = d.planner().plan(&request, Door::Listener).unwrap_err();
+        assert_eq!(refused.kind, kinds::INVALID_PARAMS);
+        assert!(refused.message.contains("AGENT_REACH_HOME"), "{refused}");
+    }
+
+    #[test]
     fn dispatcher_can_be_shared_across_tasks() {
         fn shared<T: Send + Sync + 'static>() {}
         shared::<Dispatcher>();

@@ -117,9 +117,7 @@ impl BashSession {
             _dir: SessionDirGuard { _dir: dir },
             commands: 0,
             after_timeout: None,
-            max_wait: Duration::from_millis(
-                shared.dispatcher.planner().limits().max_timeout_ms,
-            ),
+            max_wait: Duration::from_millis(shared.dispatcher.planner().limits().max_timeout_ms),
         };
         let timeout = SHELL_START_GRACE + seconds(request.startup_timeout);
         let first = literal(&session.protocol.prompt(0));
