@@ -423,6 +423,20 @@ params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type 
     }
 
     #[test]
+    fn callers_are_capped_by_the_limits_but_run_keeps_its_own_timeout() {
+        let toml = "allow_raw_commands = true\n[limits]\nmax_timeout_ms = 5000\n";
+        let (_dir, d) = dispatcher(toml, Arc::new(FakeRunner::default()));
+        let mut request = Request::command(vec!["true".into()]);
+        request.timeout_ms = Some(0);
+        let exec = d.planner().plan(&request, Door::Exec).unwrap();
+        assert_eq!(exec.spec.timeout, Some(Duration::from_millis(5000)));
+        assert_eq!(exec.capped[0].name, super::super::caps::MAX_TIMEOUT_MS);
+        let run = d.planner().plan(&request, Door::Run).unwrap();
+        assert_eq!(run.spec.timeout, None);
+        assert!(run.capped.is_empty());
+    }
+
+    #[test]
     fn dispatcher_can_be_shared_across_tasks() {
         fn shared<T: Send + Sync + 'static>() {}
         shared::<Dispatcher>();

@@ -295,7 +295,12 @@ impl Planner {
     /// The one function: a request from `door` becomes a plan or a rejection.
     pub(crate) fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
         check_reserved_env(request)?;
-        let (capped, caps) = caps::cap(request, self.limits());
+        // `run` is the local user's own command line, which the operator's
+        // policy does not govern: its timeout is what the user typed.
+        let (capped, caps) = match door {
+            Door::Run => (None, Vec::new()),
+            _ => caps::cap(request, self.limits()),
+        };
         let request = capped.as_ref().unwrap_or(request);
         let mut plan = match &request.target {
             Target::Tool { name, args } => match &self.registry {
