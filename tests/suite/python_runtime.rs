@@ -86,6 +86,18 @@ fn timeout_seconds_kills_the_command_with_124() {
 }
 
 #[test]
+fn a_timeout_past_the_limit_is_capped_and_the_answer_says_so() {
+    run(async {
+        let s = Listening::start(&[]).await;
+        let (status, body) = execute(&s, json!({"command": "true", "timeout_seconds": 1e6})).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["capped"], json!(["max_timeout_ms"]), "{body}");
+        let (_, fair) = execute(&s, json!({"command": "true", "timeout_seconds": 5})).await;
+        assert!(fair.get("capped").is_none(), "{fair}");
+    });
+}
+
+#[test]
 fn raw_commands_off_refuses_execute_with_403() {
     run(async {
         let env = TestEnv::new();
