@@ -37,6 +37,9 @@ pub(crate) struct DispatcherConfig {
     pub(crate) use_cgroup: bool,
     /// `serve --sandbox`: replaces the registry's `[sandbox] default`.
     pub(crate) sandbox_override: Option<crate::sandbox::Policy>,
+    /// Files a sandboxed command must not read besides the secrets file
+    /// (`serve --token-file`).
+    pub(crate) hidden_paths: Vec<PathBuf>,
 }
 
 impl DispatcherConfig {
@@ -54,6 +57,7 @@ impl DispatcherConfig {
             apply_patch_prefix: vec![path_dir.join("apply_patch").into_os_string()],
             use_cgroup,
             sandbox_override: None,
+            hidden_paths: Vec::new(),
         }
     }
 }
@@ -111,6 +115,8 @@ impl Dispatcher {
             .flat_map(|(tool, _)| tool.secrets.iter().cloned())
             .collect();
         let secrets = SecretStore::load(secrets_file.as_deref(), &config.env, wanted)?;
+        let mut hidden_paths = config.hidden_paths;
+        hidden_paths.extend(secrets_file);
         let scheduler_settings = &registry.settings.scheduler;
         let global = scheduler_settings
             .global
@@ -129,6 +135,7 @@ impl Dispatcher {
                 sandbox_prefix: config.sandbox_prefix,
                 apply_patch_prefix: config.apply_patch_prefix,
                 use_cgroup: config.use_cgroup,
+                hidden_paths,
             },
             secrets,
             config.sandbox_override,
@@ -369,6 +376,7 @@ mod tests {
             apply_patch_prefix: vec!["/s/apply_patch".into()],
             use_cgroup: false,
             sandbox_override: None,
+            hidden_paths: Vec::new(),
         };
         (
             dir,

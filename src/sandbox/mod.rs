@@ -56,6 +56,8 @@ pub(crate) mod error;
 #[cfg(target_os = "linux")]
 pub mod fs_plan;
 #[cfg(target_os = "linux")]
+pub(crate) mod hidden;
+#[cfg(target_os = "linux")]
 pub(crate) mod landlock_rules;
 #[cfg(target_os = "linux")]
 pub(crate) mod launch;
