@@ -7,6 +7,8 @@ mod exec;
 mod exec_api;
 pub mod exec_json;
 mod exit_codes;
+#[cfg(target_os = "linux")]
+mod hidden_secrets;
 mod listeners;
 mod mcp_http;
 mod output;
