@@ -331,6 +331,18 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_left_readable_stops_the_wrapper_with_125_naming_it() {
+        let err = super::super::error::SandboxError::Hide(HideError::Cover {
+            path: PathBuf::from("/etc/agent-reach/token"),
+            source: nix::Error::EPERM,
+        });
+        assert_eq!(err.exit_code(), 125);
+        let message = err.to_string();
+        assert!(message.contains("/etc/agent-reach/token"), "{message}");
+        assert!(message.contains("--best-effort"), "{message}");
+    }
+
+    #[test]
     fn a_proc_is_private_only_when_it_hides_from_us() {
         let host = "30 22 0:21 / /proc rw - proc proc rw\n";
         assert!(!proc_is_private(host, &[0]));
