@@ -156,7 +156,7 @@ fn prepare(
         hidden_paths: ctx
             .var(crate::registry::secrets::SECRETS_FILE_VAR)
             .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
+            .and_then(|path| std::path::absolute(path).ok())
             .into_iter()
             .collect(),
     };
