@@ -28,7 +28,10 @@
 //! sandbox) or `--best-effort` says what is not enforced; `/proc` follows the
 //! read-only mount layer and stays as it is (said under `--best-effort`).
 //! A non-root user's mount namespace lives in a user namespace that does not
-//! own the PID namespace, so the kernel refuses the fresh procfs there.
+//! own the PID namespace, so the kernel refuses the fresh procfs there; the
+//! command is then in a child user namespace, and (measured on 6.18) the
+//! server's `environ` and `maps` are refused to it anyway, its `cmdline`,
+//! `status` and `fd/` listing are not.
 
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};

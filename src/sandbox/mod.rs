@@ -45,8 +45,9 @@
 //!
 //! Not covered: reading anything else (every other file is readable, and
 //! under `danger-full-access` everything is); as a non-root user, other
-//! processes' `environ`, `cmdline` and `maps` (the kernel refuses the user
-//! namespace a fresh `/proc`; Landlock still refuses `mem` and the links);
+//! processes' `cmdline`, `status` and `fd/` listing (the kernel refuses the
+//! user namespace a fresh `/proc`; `environ`, `maps`, `mem` and the links
+//! stay refused);
 //! file descriptors
 //! the parent passes in keep their access (the engine passes none but
 //! stdio); pathname Unix
