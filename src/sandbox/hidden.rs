@@ -204,8 +204,12 @@ fn private_proc() -> Result<(), HideError> {
     )
     .map_err(HideError::Proc)?;
     for (path, tree) in kept {
-        mount_api::move_onto(&tree, &path)
-            .map_err(|source| HideError::Submount { path, source })?;
+        if let Err(source) = mount_api::move_onto(&tree, &path) {
+            // Without one of its masks the new /proc would show more than
+            // the old: back to the old one.
+            let _ = nix::mount::umount2("/proc", nix::mount::MntFlags::MNT_DETACH);
+            return Err(HideError::Submount { path, source });
+        }
     }
     Ok(())
 }
