@@ -48,13 +48,17 @@ pub(crate) fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
         }
     };
     init_logging(&ctx);
-    let (_root, dispatcher) = match args.registry.session_dispatcher(&ctx, &session, None) {
-        Ok(ready) => ready,
-        Err(err) => {
-            eprintln!("agent-reach: {err}");
-            return err.exec_exit_code();
-        }
-    };
+    let (_root, dispatcher) =
+        match args
+            .registry
+            .session_dispatcher(&ctx, &session, None, Vec::new())
+        {
+            Ok(ready) => ready,
+            Err(err) => {
+                eprintln!("agent-reach: {err}");
+                return err.exec_exit_code();
+            }
+        };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -153,6 +153,12 @@ fn prepare(
         sandbox_prefix: vec![session.sandbox_link().into_os_string()],
         apply_patch_prefix: Vec::new(),
         use_cgroup: ctx.cgroups_wanted(),
+        hidden_paths: ctx
+            .var(crate::registry::secrets::SECRETS_FILE_VAR)
+            .filter(|v| !v.is_empty())
+            .and_then(|path| std::path::absolute(path).ok())
+            .into_iter()
+            .collect(),
     };
     let planner = Planner::for_run(config, base.to_path_buf());
     let mut request = Request::command(args.command.clone());

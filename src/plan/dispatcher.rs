@@ -37,6 +37,9 @@ pub(crate) struct DispatcherConfig {
     pub(crate) use_cgroup: bool,
     /// `serve --sandbox`: replaces the registry's `[sandbox] default`.
     pub(crate) sandbox_override: Option<crate::sandbox::Policy>,
+    /// Files a sandboxed command must not read besides the secrets file
+    /// (`serve --token-file`).
+    pub(crate) hidden_paths: Vec<PathBuf>,
 }
 
 impl DispatcherConfig {
@@ -54,6 +57,7 @@ impl DispatcherConfig {
             apply_patch_prefix: vec![path_dir.join("apply_patch").into_os_string()],
             use_cgroup,
             sandbox_override: None,
+            hidden_paths: Vec::new(),
         }
     }
 }
@@ -111,6 +115,13 @@ impl Dispatcher {
             .flat_map(|(tool, _)| tool.secrets.iter().cloned())
             .collect();
         let secrets = SecretStore::load(secrets_file.as_deref(), &config.env, wanted)?;
+        // Absolute: the wrapper resolves them from the command's directory.
+        let hidden_paths = config
+            .hidden_paths
+            .into_iter()
+            .chain(secrets_file)
+            .map(|path| std::path::absolute(&path).unwrap_or(path))
+            .collect();
         let scheduler_settings = &registry.settings.scheduler;
         let global = scheduler_settings
             .global
@@ -129,6 +140,7 @@ impl Dispatcher {
                 sandbox_prefix: config.sandbox_prefix,
                 apply_patch_prefix: config.apply_patch_prefix,
                 use_cgroup: config.use_cgroup,
+                hidden_paths,
             },
             secrets,
             config.sandbox_override,
@@ -377,6 +389,7 @@ mod tests {
             apply_patch_prefix: vec!["/s/apply_patch".into()],
             use_cgroup: false,
             sandbox_override: None,
+            hidden_paths: Vec::new(),
         };
         (
             dir,
@@ -469,6 +482,44 @@ params = [{ name = "n", type = "integer", default = 3 }, { name = "files", type 
         assert!(plan.wrapper.contains(&OsString::from("read-only")));
         assert_eq!(plan.wrapper.last().unwrap(), "--");
         assert_eq!(plan.cwd, dir.path().canonicalize().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_sandboxed_plan_hides_the_token_and_secrets_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("secrets.env");
+        std::fs::write(&secrets, "TOKEN=from-file\n").unwrap();
+        std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let file = dir.path().join("r.toml");
+        std::fs::write(&file, format!("secrets_file = \"secrets.env\"\n{TOOLS}")).unwrap();
+        let registry = Registry::load(Some(&file), None, dir.path()).unwrap();
+        let config = DispatcherConfig {
+            hidden_paths: vec![PathBuf::from("/etc/agent-reach/token")],
+            ..DispatcherConfig::for_session(
+                BTreeMap::new(),
+                dir.path().join("home"),
+                std::path::Path::new("/s"),
+                false,
+            )
+        };
+        let runner = Arc::new(FakeRunner::default());
+        let d = Dispatcher::with_runner(registry, config, runner.clone()).unwrap();
+        let result = d.handle_json(&json!({"id": 1, "tool": "t"})).await;
+        assert_eq!(result.status, Status::Success, "{result:?}");
+        let wrapper = runner.plans.lock().unwrap()[0].wrapper.clone();
+        let hidden: Vec<&OsString> = wrapper
+            .windows(2)
+            .filter(|pair| pair[0] == "--hide")
+            .map(|pair| &pair[1])
+            .collect();
+        assert_eq!(
+            hidden,
+            [
+                &OsString::from("/etc/agent-reach/token"),
+                &secrets.into_os_string()
+            ]
+        );
     }
 
     #[tokio::test]

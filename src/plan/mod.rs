@@ -205,6 +205,9 @@ pub(crate) struct PlannerConfig {
     pub(crate) apply_patch_prefix: Vec<OsString>,
     /// A cgroup per command where the machine allows.
     pub(crate) use_cgroup: bool,
+    /// What a sandboxed command must not read (the token and secrets files):
+    /// the wrapper covers them (`--hide`).
+    pub(crate) hidden_paths: Vec<PathBuf>,
 }
 
 /// The plan stage of one process: its policy, its registry, its secrets.

@@ -115,6 +115,7 @@ pub(crate) fn wrapper(
         writable_roots: confinement.writable_roots.clone(),
         network: confinement.network,
         best_effort: confinement.best_effort,
+        hidden: config.hidden_paths.clone(),
     };
     let mut argv = spec.wrapper_argv(Path::new(link), cwd, Some(report.path()));
     // A prefix like `exe --agent-reach-run-as=agent-reach-sandbox` keeps its
@@ -136,6 +137,7 @@ mod tests {
             sandbox_prefix: sandbox_prefix.iter().map(OsString::from).collect(),
             apply_patch_prefix: Vec::new(),
             use_cgroup: false,
+            hidden_paths: vec![PathBuf::from("/etc/agent-reach/token")],
         }
     }
 
@@ -159,6 +161,8 @@ mod tests {
         assert_eq!(argv[0], "/x/exe");
         assert_eq!(argv[1], "--agent-reach-run-as=agent-reach-sandbox");
         assert!(argv.contains(&OsString::from("read-only")));
+        let hide = argv.iter().position(|word| word == "--hide").unwrap();
+        assert_eq!(argv[hide + 1], "/etc/agent-reach/token");
         let report = report.unwrap();
         let path = report.path().to_path_buf();
         std::fs::write(&path, "{}").unwrap();

@@ -105,6 +105,7 @@ impl RegistryArgs {
         ctx: &ProcessContext,
         session: &ProcessSession,
         sandbox_override: Option<crate::sandbox::Policy>,
+        hidden_paths: Vec<PathBuf>,
     ) -> Result<(PathBuf, Arc<Dispatcher>), RegistrySetupError> {
         let root = self.project_root(ctx).map_err(RegistrySetupError::Root)?;
         let registry = self.load(&root)?;
@@ -115,6 +116,7 @@ impl RegistryArgs {
             ctx.cgroups_wanted(),
         );
         config.sandbox_override = sandbox_override;
+        config.hidden_paths = hidden_paths;
         let dispatcher = Dispatcher::new(registry, config)?;
         Ok((root, Arc::new(dispatcher)))
     }

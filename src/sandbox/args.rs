@@ -36,6 +36,10 @@ struct SandboxArgs {
     /// Write {"fs","net","abi"} to FILE before exec (also $AGENT_REACH_SANDBOX_REPORT).
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
+    /// A file or directory the command must not read (repeatable; internal:
+    /// the engine names its token and secrets files).
+    #[arg(long = "hide", value_name = "PATH", hide = true)]
+    hidden: Vec<PathBuf>,
     /// The command and its arguments (after `--`).
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<OsString>,
@@ -68,6 +72,7 @@ pub fn parse(
             writable_roots: parsed.writable_roots,
             network,
             best_effort: parsed.best_effort,
+            hidden: parsed.hidden,
         },
         cwd: parsed.cwd,
         report: parsed.report.or(report_from_env),
@@ -99,6 +104,7 @@ mod tests {
             writable_roots: vec!["/a".into(), "/b".into()],
             network: Network::Allow,
             best_effort: true,
+            hidden: vec!["/etc/agent-reach/token".into(), "/s".into()],
         };
         let mut argv = spec.wrapper_argv(
             std::path::Path::new("agent-reach-sandbox"),

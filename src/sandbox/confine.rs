@@ -17,6 +17,7 @@ use super::attestation::{self, FsLevel, NetLevel};
 use super::env_fd::{self, ENV_FD_VAR};
 use super::error::SandboxError;
 use super::fs_plan::{self, FsPlan, RuleFile};
+use super::hidden;
 use super::landlock_rules::{self, FULL_FS_ABI, LandlockOutcome};
 use super::launch;
 use super::policy::{Network, Policy};
@@ -82,14 +83,30 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
             Some(build_plan(ctx, spec.policy, &cwd, &spec.writable_roots)?)
         }
     };
-    // After the plan: a mount namespace made there replaces the mounts the
-    // old working directory was resolved on.
+    let mut not_enforced: Vec<String> = Vec::new();
+    if let Some(plan) = &plan {
+        // In the namespace the plan made (or one of its own): before
+        // Landlock, whose scoping is what makes the fresh /proc hide.
+        let outcome = hidden::hide(&spec.hidden, plan.read_only_mounts);
+        if let Some(err) = outcome.files {
+            if !spec.best_effort {
+                return Err(SandboxError::Hide(err));
+            }
+            not_enforced.push(format!("hiding a secret ({err})"));
+        }
+        if let Some(err) = outcome.proc
+            && spec.best_effort
+        {
+            not_enforced.push(format!("a private /proc ({err})"));
+        }
+    }
+    // After the plan and the hiding: a mount namespace made there replaces
+    // the mounts the old working directory was resolved on.
     std::env::set_current_dir(&cwd).map_err(|source| SandboxError::Cwd {
         path: cwd.clone(),
         source,
     })?;
     nix::sys::prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
-    let mut not_enforced: Vec<String> = Vec::new();
 
     let (fs, abi) = match &plan {
         None => (FsLevel::None, None),

@@ -64,6 +64,8 @@ pub enum SandboxError {
         value: OsString,
         source: std::io::Error,
     },
+    #[error("{0}; the command could read it; use --best-effort to run with it readable")]
+    Hide(super::hidden::HideError),
     #[error("{}: command not found", .command.to_string_lossy())]
     CommandNotFound { command: OsString },
     #[error("{}: {source}", .command.to_string_lossy())]
@@ -90,7 +92,8 @@ impl SandboxError {
             | SandboxError::LandlockRule { .. }
             | SandboxError::Landlock(_)
             | SandboxError::SeccompPolicy { .. }
-            | SandboxError::Seccomp { .. } => exit_code::INTERNAL,
+            | SandboxError::Seccomp { .. }
+            | SandboxError::Hide(_) => exit_code::INTERNAL,
         }
     }
 }

@@ -33,10 +33,22 @@
 //!   namespaces, mounts, kernel modules, kexec, bpf, io_uring, perf, port I/O,
 //!   `open_by_handle_at`, `setns`, clock, hostname or kernel log changes;
 //!   x32 syscall numbers closed; 32-bit (i386) syscalls kill the process.
+//! - **Secrets** (read-only and workspace-write, in the private mount
+//!   namespace; [`hidden`]): the paths the engine names with the hidden
+//!   `--hide` flag (the listeners' token file, the registry's secrets file)
+//!   read as empty, and `/proc` is a fresh one showing only the command's own
+//!   processes, so agent-reach's `environ`, `cmdline` and descriptors are out
+//!   of reach. Without a mount namespace a `--hide` path still readable is a
+//!   failure (125, or a `--best-effort` line); `/proc` then stays the host's.
 //! - **Undoing it**: every layer survives exec and only ever stacks, so a
 //!   nested `agent-reach-sandbox --policy danger-full-access` stays confined.
 //!
-//! Not covered: reading secrets (everything is readable); file descriptors
+//! Not covered: reading anything else (every other file is readable, and
+//! under `danger-full-access` everything is); as a non-root user, other
+//! processes' `cmdline`, `status` and `fd/` listing (the kernel refuses the
+//! user namespace a fresh `/proc`; `environ`, `maps`, `mem` and the links
+//! stay refused);
+//! file descriptors
 //! the parent passes in keep their access (the engine passes none but
 //! stdio: the descriptor holding the command's environment, see
 //! [`env_fd`], is read and closed by the wrapper before the exec); pathname Unix
@@ -57,6 +69,8 @@ pub(crate) mod env_fd;
 pub(crate) mod error;
 #[cfg(target_os = "linux")]
 pub mod fs_plan;
+#[cfg(target_os = "linux")]
+pub(crate) mod hidden;
 #[cfg(target_os = "linux")]
 pub(crate) mod landlock_rules;
 #[cfg(target_os = "linux")]

@@ -89,7 +89,7 @@ fn c_path(path: &Path) -> std::io::Result<CString> {
 }
 
 /// A detached copy of the mount tree at `path`.
-fn clone_tree(path: &Path) -> std::io::Result<OwnedFd> {
+pub(crate) fn clone_tree(path: &Path) -> std::io::Result<OwnedFd> {
     let c = c_path(path)?;
     let flags =
         OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint;
@@ -102,7 +102,7 @@ fn clone_tree(path: &Path) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-fn move_onto(tree: &OwnedFd, path: &Path) -> std::io::Result<()> {
+pub(crate) fn move_onto(tree: &OwnedFd, path: &Path) -> std::io::Result<()> {
     let c = c_path(path)?;
     // SAFETY: a descriptor we own, an empty and a NUL-terminated path.
     let ret = unsafe {

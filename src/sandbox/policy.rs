@@ -135,12 +135,17 @@ pub struct SandboxSpec {
     pub network: Network,
     /// Run even when the kernel cannot enforce everything (and say what is not).
     pub best_effort: bool,
+    /// Files and directories the command must not read (the listeners'
+    /// token file, the secrets file): covered in its mount namespace. Passed
+    /// with the hidden `--hide` flag, after the contract's flags.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl SandboxSpec {
     /// The argv that starts a command confined by this spec:
     /// `[link, --policy, P, --writable-root, R..., --network, N, --cwd, DIR,
-    /// (--best-effort), (--report FILE), --]`; append the command after it.
+    /// (--best-effort), (--report FILE), --hide H..., --]`; append the
+    /// command after it.
     pub fn wrapper_argv(
         &self,
         sandbox_link: &Path,
@@ -168,6 +173,10 @@ impl SandboxSpec {
         if let Some(report) = report_file {
             argv.push("--report".into());
             argv.push(report.into());
+        }
+        for path in &self.hidden {
+            argv.push("--hide".into());
+            argv.push(path.into());
         }
         argv.push("--".into());
         argv
@@ -210,6 +219,7 @@ mod tests {
             writable_roots: vec!["/a".into(), "/b c".into()],
             network: Network::Allow,
             best_effort: true,
+            hidden: vec!["/etc/token".into()],
         };
         let argv = spec.wrapper_argv(
             Path::new("/s/agent-reach-sandbox"),
@@ -231,6 +241,8 @@ mod tests {
             "--best-effort",
             "--report",
             "/r.json",
+            "--hide",
+            "/etc/token",
             "--",
         ]
         .into_iter()

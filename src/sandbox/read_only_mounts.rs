@@ -239,7 +239,7 @@ pub(crate) fn mounts_to_make_read_only<'a>(
     chosen
 }
 
-fn unescape_octal(field: &str) -> std::ffi::OsString {
+pub(crate) fn unescape_octal(field: &str) -> std::ffi::OsString {
     use std::os::unix::ffi::OsStringExt;
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -85,10 +85,13 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::USAGE;
         }
     };
-    let (root, dispatcher) = match args
-        .registry
-        .session_dispatcher(&ctx, &session, args.sandbox)
-    {
+    let (root, dispatcher) = match args.registry.session_dispatcher(
+        &ctx,
+        &session,
+        args.sandbox,
+        // A sandboxed command must not read the listeners' token.
+        args.token_file.iter().cloned().collect(),
+    ) {
         Ok(ready) => ready,
         Err(err) => {
             eprintln!("agent-reach serve: {err}");

@@ -8,6 +8,8 @@ mod exec_api;
 pub mod exec_json;
 mod exit_codes;
 mod limits;
+#[cfg(target_os = "linux")]
+mod hidden_secrets;
 mod listeners;
 mod mcp_http;
 mod output;

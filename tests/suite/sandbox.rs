@@ -641,7 +641,14 @@ fn processes_outside_cannot_be_signalled() {
     let still_running = outside.try_wait().unwrap().is_none();
     let _ = outside.kill();
     let _ = outside.wait();
-    result.success().stdout_is("refused\n");
+    // Its /proc entry is not even there for the command (a private /proc
+    // where the wrapper could mount one).
+    let hidden = if nix::unistd::geteuid().is_root() {
+        "environ-refused\n"
+    } else {
+        ""
+    };
+    result.success().stdout_is(&format!("refused\n{hidden}"));
     assert!(
         still_running,
         "the sandboxed command killed a process outside"
@@ -802,4 +809,53 @@ fn agent_reach_state_stays_read_only_even_under_tmp() {
         fs::read_to_string(home.join("tmp/path/session/apply_patch")).unwrap(),
         "real"
     );
+}
+
+#[test]
+fn hidden_files_read_as_empty_also_in_a_nested_sandbox() {
+    need_landlock!();
+    skip_unless!(
+        feature = "userns",
+        mount_namespaces_available(),
+        "no mount namespace available (not root, user namespaces disabled)"
+    );
+    let scene = Scene::new();
+    let secret = scene.outside("token");
+    fs::write(&secret, "t0p-secret\n").unwrap();
+    let script = format!(
+        "base64 '{secret}'; echo end; \
+         '{sandbox}' --policy read-only --hide '{secret}' -- cat '{secret}'; echo nested=$?",
+        sandbox = scene.sandbox.display(),
+        secret = secret.display()
+    );
+    let secret_flag = secret.to_str().unwrap();
+    for policy in ["read-only", "workspace-write"] {
+        scene
+            .run_sh(&["--policy", policy, "--hide", secret_flag], &script)
+            .success()
+            .stdout_is("end\nnested=0\n");
+    }
+    assert_eq!(fs::read_to_string(&secret).unwrap(), "t0p-secret\n");
+}
+
+#[test]
+fn a_file_that_cannot_be_hidden_stops_the_wrapper_with_125() {
+    need_landlock!();
+    // Inside danger-full-access nothing is hidden, and the outer seccomp
+    // filter refuses the inner wrapper a mount namespace of its own.
+    let scene = Scene::new();
+    let secret = scene.outside("token");
+    fs::write(&secret, "t0p-secret\n").unwrap();
+    let script = format!(
+        "'{sandbox}' --policy read-only --hide '{secret}' -- cat '{secret}'; echo strict=$?; \
+         '{sandbox}' --policy read-only --best-effort --hide '{secret}' -- true; echo lenient=$?",
+        sandbox = scene.sandbox.display(),
+        secret = secret.display()
+    );
+    scene
+        .run_sh(&["--policy", "danger-full-access"], &script)
+        .success()
+        .stdout_is("strict=125\nlenient=0\n")
+        .stderr_contains(&format!("cannot cover {}", secret.display()))
+        .stderr_contains("not enforced: hiding a secret");
 }
