@@ -14,9 +14,9 @@ use super::{
 use crate::exec::SESSION_VAR;
 use crate::registry::kinds;
 use crate::registry::metrics::RAW_COMMAND_LABEL;
-use crate::registry::root_path::confine_to_root;
 use crate::sandbox::Policy;
 use crate::scheduler::Demand;
+use crate::workspace::locate;
 
 /// The metrics label of `apply_patch`.
 pub(crate) const APPLY_PATCH_LABEL: &str = "apply_patch";
@@ -157,7 +157,7 @@ fn command_cwd(
 
 /// A directory given by the caller, confined to the project root.
 pub(crate) fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
-    let dir = confine_to_root(root, root, workdir)
+    let dir = locate(root, root, workdir)
         .map_err(|e| Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}")))?;
     if !dir.is_dir() {
         return Err(Rejection::rejected(
