@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -131,7 +131,9 @@ pub(crate) struct ForkRequest {
     pub(crate) program: PathBuf,
     /// The full argv, argv[0] as the user gave it.
     pub(crate) argv: Vec<OsString>,
-    pub(crate) cwd: PathBuf,
+    /// The working directory, opened and checked: the child enters this
+    /// handle with `fchdir`, never the path.
+    pub(crate) cwd: OwnedFd,
     pub(crate) env: std::collections::BTreeMap<OsString, OsString>,
     pub(crate) stdio: ChildStdio,
     /// The execution's cgroup: its directory (to be born in it with
@@ -251,8 +253,7 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     command
         .args(request.argv.iter().skip(1))
         .env_clear()
-        .envs(&request.env)
-        .current_dir(&request.cwd);
+        .envs(&request.env);
     let tty = match request.stdio {
         ChildStdio::Pipes { stdin_pipe } => {
             command
@@ -275,10 +276,12 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     };
     let parent = std::process::id() as libc::pid_t;
     let cgroup_fd = request.cgroup.map(|c| c.procs);
+    let cwd_fd = request.cwd.as_raw_fd();
     // SAFETY: the closure runs between fork and exec and only makes
-    // async-signal-safe system calls on values captured by copy.
+    // async-signal-safe system calls on values captured by copy; `cwd_fd`
+    // stays open until `spawn` returns (the request outlives it).
     unsafe {
-        command.pre_exec(move || in_child(parent, tty, cgroup_fd));
+        command.pre_exec(move || in_child(parent, tty, cgroup_fd, cwd_fd));
     }
     let mut known = known();
     let mut child = command.spawn()?;
@@ -299,9 +302,17 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
 }
 
 /// Runs in the child between fork and exec.
-fn in_child(parent: libc::pid_t, tty: bool, cgroup_fd: Option<RawFd>) -> std::io::Result<()> {
+fn in_child(
+    parent: libc::pid_t,
+    tty: bool,
+    cgroup_fd: Option<RawFd>,
+    cwd_fd: RawFd,
+) -> std::io::Result<()> {
     // SAFETY (whole function): only async-signal-safe system calls.
     unsafe {
+        if libc::fchdir(cwd_fd) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         if let Some(fd) = cgroup_fd {
             // Best effort: without it the session tag still finds escapees.
             let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
@@ -324,7 +335,7 @@ mod tests {
         let forked = fork_exec(ForkRequest {
             program: "/bin/sh".into(),
             argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
-            cwd: "/".into(),
+            cwd: OwnedFd::from(std::fs::File::open("/").unwrap()),
             env: Default::default(),
             stdio: ChildStdio::Pipes { stdin_pipe: false },
             cgroup: None,
@@ -354,7 +365,7 @@ mod tests {
             let forked = fork_exec(ForkRequest {
                 program: "/bin/sh".into(),
                 argv: vec!["sh".into(), "-c".into(), script.into()],
-                cwd: "/".into(),
+                cwd: OwnedFd::from(std::fs::File::open("/").unwrap()),
                 env: Default::default(),
                 stdio: ChildStdio::Pipes { stdin_pipe: false },
                 cgroup: None,

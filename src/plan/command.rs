@@ -106,7 +106,7 @@ pub(crate) fn plan_apply_patch(
     };
     let root = &planner.policy.root;
     let cwd = match request.workdir.as_deref() {
-        Some(dir) => root.join(dir),
+        Some(dir) => caller_cwd(root, dir)?,
         None => root.clone(),
     };
     let sandbox = planner.policy.sandbox_for(request.sandbox, None)?;
@@ -137,9 +137,9 @@ pub(crate) fn plan_apply_patch(
     })
 }
 
-/// Where a raw command runs: `run` takes its directory as given; `exec`
-/// keeps it inside the project root; MCP and the listeners take it from
-/// the root.
+/// Where a raw command runs: `run` takes its directory as given; every
+/// other door's workdir is taken from the project root and kept beneath it
+/// (the spawn opens it beneath the root again and enters that handle).
 fn command_cwd(
     planner: &Planner,
     workdir: Option<&Path>,
@@ -150,8 +150,8 @@ fn command_cwd(
         return Ok(root.clone());
     };
     match door {
-        Door::Exec => caller_cwd(root, workdir),
-        Door::Run | Door::Mcp { .. } | Door::Listener => Ok(root.join(workdir)),
+        Door::Exec | Door::Mcp { .. } | Door::Listener => caller_cwd(root, workdir),
+        Door::Run => Ok(root.join(workdir)),
     }
 }
 

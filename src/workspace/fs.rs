@@ -252,7 +252,7 @@ impl Workspace {
                 path: shown.to_owned(),
             });
         }
-        let temp = OsString::from(format!("{TEMP_PREFIX}{}", crate::exec::new_session_tag()));
+        let temp = temp_name();
         let fd = openat(
             &dir,
             temp.as_os_str(),
@@ -306,6 +306,22 @@ impl Workspace {
         }
         unlinkat(&dir, name.as_os_str(), UnlinkatFlags::RemoveDir).map_err(errno)
     }
+}
+
+/// A name for a write's temporary file no other write of this process
+/// uses at once (the create is `O_EXCL` anyway).
+fn temp_name() -> OsString {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    OsString::from(format!(
+        "{TEMP_PREFIX}{}-{n}-{nanos:08x}",
+        std::process::id()
+    ))
 }
 
 /// Whether two handles are one file (device and inode).
