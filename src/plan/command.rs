@@ -137,9 +137,11 @@ pub(crate) fn plan_apply_patch(
     })
 }
 
-/// Where a raw command runs: `run` takes its directory as given; every
-/// other door's workdir is taken from the project root and kept beneath it
-/// (the spawn opens it beneath the root again and enters that handle).
+/// Where a raw command runs: `run` takes its directory as given; `exec` and
+/// MCP keep it beneath the project root; the listeners confine theirs at
+/// the door (gRPC with `workspace::locate`; SWE-ReX keeps the original's
+/// paths where raw commands are allowed). Whatever lies inside the root is
+/// opened beneath it again at the spawn and entered from that handle.
 fn command_cwd(
     planner: &Planner,
     workdir: Option<&Path>,
@@ -150,8 +152,8 @@ fn command_cwd(
         return Ok(root.clone());
     };
     match door {
-        Door::Exec | Door::Mcp { .. } | Door::Listener => caller_cwd(root, workdir),
-        Door::Run => Ok(root.join(workdir)),
+        Door::Exec | Door::Mcp { .. } => caller_cwd(root, workdir),
+        Door::Run | Door::Listener => Ok(root.join(workdir)),
     }
 }
 
