@@ -25,3 +25,4 @@ pub(crate) mod scheduler;
 pub mod serve;
 pub(crate) mod stdio;
 pub(crate) mod sync;
+pub(crate) mod workspace;

@@ -278,4 +278,22 @@ mod tests {
             Ok(wd.real().join("sub/x"))
         );
     }
+
+    #[test]
+    fn a_missing_directory_and_dot_dot_before_a_link_out_do_not_hide_it() {
+        let (root, wd) = setup();
+        let outside = root.path().join("outside");
+        symlink(&outside, wd.real().join("out")).unwrap_or_else(|e| panic!("{e}"));
+        symlink(outside.join("shadow"), wd.real().join("sub/shadow"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        for path in ["missing/../out/x", "sub/../out/x", "missing/../sub/shadow"] {
+            assert!(
+                matches!(
+                    wd.resolve(Path::new(path), false),
+                    Err(Refusal::SymlinkEscape { .. })
+                ),
+                "{path}"
+            );
+        }
+    }
 }

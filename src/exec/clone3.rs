@@ -96,7 +96,8 @@ struct ChildPlan {
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
-    cwd: *const libc::c_char,
+    /// The checked working directory's handle (entered with `fchdir`).
+    cwd: RawFd,
     stdin: RawFd,
     stdout: RawFd,
     stderr: RawFd,
@@ -131,7 +132,6 @@ pub(crate) fn spawn(
             cstring(OsStr::from_bytes(&entry))
         })
         .collect::<Result<_, _>>()?;
-    let cwd = cstring(request.cwd.as_os_str())?;
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|e| e.as_ptr()).collect();
@@ -172,7 +172,7 @@ pub(crate) fn spawn(
         program: program.as_ptr(),
         argv: argv_ptrs.as_ptr(),
         envp: envp_ptrs.as_ptr(),
-        cwd: cwd.as_ptr(),
+        cwd: request.cwd.as_raw_fd(),
         stdin: child_stdin.as_raw_fd(),
         stdout: child_stdout.as_raw_fd(),
         stderr: child_stderr.as_raw_fd(),
@@ -349,7 +349,7 @@ unsafe fn child(plan: &ChildPlan) -> ! {
                 fail(plan.report);
             }
         }
-        if libc::chdir(plan.cwd) < 0 {
+        if libc::fchdir(plan.cwd) < 0 {
             fail(plan.report);
         }
         // CLONE_CLEAR_SIGHAND reset our handlers; the rest as on the fork

@@ -6,42 +6,70 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
 use super::error::ExecError;
 
-/// Checks that `cwd` is a directory we can enter.
-pub(crate) fn check_workdir(cwd: &Path) -> Result<(), ExecError> {
-    match std::fs::metadata(cwd) {
-        Ok(meta) if meta.is_dir() => {}
-        Ok(_) => {
-            return Err(ExecError::WorkdirNotDirectory {
-                path: cwd.to_owned(),
-            });
+/// Opens the working directory as the handle the child enters (`fchdir`):
+/// beneath `beneath` by the kernel when that is set (whatever was swapped
+/// in since the plan, it cannot lead out of it), else as given. Checks that
+/// it is a directory we may enter, so the usual failures get clear errors.
+pub(crate) fn open_workdir(cwd: &Path, beneath: Option<&Path>) -> Result<OwnedFd, ExecError> {
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let unusable = |source| ExecError::WorkdirUnusable {
+        path: cwd.to_owned(),
+        source,
+    };
+    let outside = |root: &Path| {
+        unusable(std::io::Error::other(format!(
+            "it leads outside {}",
+            root.display()
+        )))
+    };
+    let opened = match beneath {
+        None => nix::fcntl::open(cwd, flags, Mode::empty()),
+        Some(root) => {
+            let rel = cwd.strip_prefix(root).map_err(|_| outside(root))?;
+            let root_fd =
+                nix::fcntl::open(root, flags, Mode::empty()).map_err(|e| unusable(e.into()))?;
+            match crate::workspace::beneath::open_beneath(root_fd.as_fd(), rel, flags) {
+                Err(Errno::EXDEV | Errno::ELOOP) => return Err(outside(root)),
+                other => other,
+            }
         }
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ExecError::WorkdirMissing {
-                path: cwd.to_owned(),
-            });
-        }
-        Err(source) => {
-            return Err(ExecError::WorkdirUnusable {
-                path: cwd.to_owned(),
-                source,
-            });
-        }
-    }
-    // Search permission is what chdir needs; reading the listing is not.
-    nix::unistd::access(cwd, nix::unistd::AccessFlags::X_OK).map_err(|errno| {
-        ExecError::WorkdirUnusable {
+    };
+    let fd = opened.map_err(|errno| match errno {
+        Errno::ENOENT => ExecError::WorkdirMissing {
             path: cwd.to_owned(),
-            source: std::io::Error::from(errno),
-        }
-    })
+        },
+        Errno::ENOTDIR => ExecError::WorkdirNotDirectory {
+            path: cwd.to_owned(),
+        },
+        other => unusable(other.into()),
+    })?;
+    // Search permission is what fchdir needs; reading the listing is not.
+    // SAFETY: a descriptor we hold and a NUL-terminated path.
+    if unsafe { libc::faccessat(fd.as_raw_fd(), c".".as_ptr(), libc::X_OK, 0) } != 0 {
+        return Err(unusable(std::io::Error::last_os_error()));
+    }
+    // Above the standard descriptors, which the child replaces before it
+    // enters the directory (a server started with stdin closed would get 0).
+    if fd.as_raw_fd() <= libc::STDERR_FILENO {
+        let above = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
+            .map_err(|e| unusable(e.into()))?;
+        // SAFETY: fcntl just returned this new descriptor to us.
+        return Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(above) });
+    }
+    Ok(fd)
 }
 
 /// How long a `PATH` lookup is reused before it is done again (as a shell's
@@ -245,16 +273,42 @@ mod tests {
     #[test]
     fn workdir_checks_name_the_problem() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(check_workdir(dir.path()).is_ok());
+        assert!(open_workdir(dir.path(), None).is_ok());
         let missing = dir.path().join("gone");
         assert!(matches!(
-            check_workdir(&missing),
+            open_workdir(&missing, None),
             Err(ExecError::WorkdirMissing { .. })
         ));
         let file = make_file(dir.path(), "f", 0o644);
         assert!(matches!(
-            check_workdir(&file),
+            open_workdir(&file, None),
             Err(ExecError::WorkdirNotDirectory { .. })
         ));
+    }
+
+    #[test]
+    fn a_workdir_beneath_a_root_is_opened_by_the_kernel_and_never_leads_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let root = base.join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir(base.join("outside")).unwrap();
+        std::os::unix::fs::symlink(base.join("outside"), root.join("lnk_out")).unwrap();
+        std::os::unix::fs::symlink("sub", root.join("lnk_in")).unwrap();
+        let entered = open_workdir(&root.join("lnk_in"), Some(&root)).unwrap();
+        let named = std::fs::read_link(format!("/proc/self/fd/{}", entered.as_raw_fd())).unwrap();
+        assert_eq!(named, root.join("sub"));
+        for outside in [
+            root.join("lnk_out"),
+            base.join("outside"),
+            root.join("sub/../.."),
+        ] {
+            let err = open_workdir(&outside, Some(&root)).unwrap_err();
+            assert!(
+                err.to_string().contains("leads outside"),
+                "{}: {err}",
+                outside.display()
+            );
+        }
     }
 }

@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -132,7 +132,9 @@ pub(crate) struct ForkRequest {
     pub(crate) program: PathBuf,
     /// The full argv, argv[0] as the user gave it.
     pub(crate) argv: Vec<OsString>,
-    pub(crate) cwd: PathBuf,
+    /// The working directory, opened and checked: the child enters this
+    /// handle with `fchdir`, never the path.
+    pub(crate) cwd: OwnedFd,
     pub(crate) env: std::collections::BTreeMap<OsString, OsString>,
     /// A close-on-exec descriptor of ours the child keeps through its exec
     /// (the command's environment handed to the sandbox wrapper).
@@ -257,8 +259,7 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     command
         .args(request.argv.iter().skip(1))
         .env_clear()
-        .envs(&request.env)
-        .current_dir(&request.cwd);
+        .envs(&request.env);
     let tty = match request.stdio {
         ChildStdio::Pipes { stdin_pipe } => {
             command
@@ -283,10 +284,12 @@ fn fork_exec_here(request: ForkRequest) -> std::io::Result<Forked> {
     let cgroup_fd = request.cgroup.map(|c| c.procs);
     let inherit_fd = request.inherit_fd;
     let limits = request.limits;
+    let cwd_fd = request.cwd.as_raw_fd();
     // SAFETY: the closure runs between fork and exec and only makes
-    // async-signal-safe system calls on values captured by copy.
+    // async-signal-safe system calls on values captured by copy; `cwd_fd`
+    // stays open until `spawn` returns (the request outlives it).
     unsafe {
-        command.pre_exec(move || in_child(parent, tty, cgroup_fd, inherit_fd, limits));
+        command.pre_exec(move || in_child(parent, tty, cgroup_fd, inherit_fd, limits, cwd_fd));
     }
     let mut known = known();
     let mut child = command.spawn()?;
@@ -313,9 +316,13 @@ fn in_child(
     cgroup_fd: Option<RawFd>,
     inherit_fd: Option<RawFd>,
     limits: ChildLimits,
+    cwd_fd: RawFd,
 ) -> std::io::Result<()> {
     // SAFETY (whole function): only async-signal-safe system calls.
     unsafe {
+        if libc::fchdir(cwd_fd) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
         if let Some(fd) = cgroup_fd {
             // Best effort: without it the session tag still finds escapees.
             let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
@@ -341,7 +348,7 @@ mod tests {
         let forked = fork_exec(ForkRequest {
             program: "/bin/sh".into(),
             argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
-            cwd: "/".into(),
+            cwd: OwnedFd::from(std::fs::File::open("/").unwrap()),
             env: Default::default(),
             inherit_fd: None,
             limits: ChildLimits::default(),
@@ -366,7 +373,7 @@ mod tests {
         let forked = fork_exec(ForkRequest {
             program: "/bin/sh".into(),
             argv: vec!["sh".into(), "-c".into(), "exit $(ulimit -p)".into()],
-            cwd: "/".into(),
+            cwd: OwnedFd::from(std::fs::File::open("/").unwrap()),
             env: Default::default(),
             inherit_fd: None,
             limits: ChildLimits {
@@ -400,7 +407,7 @@ mod tests {
             let forked = fork_exec(ForkRequest {
                 program: "/bin/sh".into(),
                 argv: vec!["sh".into(), "-c".into(), script.into()],
-                cwd: "/".into(),
+                cwd: OwnedFd::from(std::fs::File::open("/").unwrap()),
                 env: Default::default(),
                 inherit_fd: None,
                 limits: ChildLimits::default(),

@@ -52,8 +52,13 @@ impl Default for OutputLimits {
 pub struct SpawnSpec {
     /// The command and its arguments, run without a shell.
     pub argv: Vec<OsString>,
-    /// The working directory: always explicit, checked before the start.
+    /// The working directory: always explicit, opened before the start; the
+    /// child enters that handle (`fchdir`), never the path.
     pub cwd: PathBuf,
+    /// When set, `cwd` is resolved beneath this directory by the kernel
+    /// (`openat2` with `RESOLVE_BENEATH`) as it is opened, so a directory
+    /// swapped for a link after the plan cannot lead the command out of it.
+    pub cwd_beneath: Option<PathBuf>,
     /// The complete environment (see [`crate::exec::env::child_env`]).
     pub env: BTreeMap<OsString, OsString>,
     /// Run on a pseudo-terminal instead of pipes.
@@ -110,6 +115,7 @@ impl SpawnSpec {
         Self {
             argv,
             cwd,
+            cwd_beneath: None,
             env,
             tty: false,
             timeout: None,

@@ -14,9 +14,9 @@ use super::{
 use crate::exec::SESSION_VAR;
 use crate::registry::kinds;
 use crate::registry::metrics::RAW_COMMAND_LABEL;
-use crate::registry::root_path::confine_to_root;
 use crate::sandbox::Policy;
 use crate::scheduler::Demand;
+use crate::workspace::locate;
 
 /// The metrics label of `apply_patch`.
 pub(crate) const APPLY_PATCH_LABEL: &str = "apply_patch";
@@ -107,7 +107,7 @@ pub(crate) fn plan_apply_patch(
     };
     let root = &planner.policy.root;
     let cwd = match request.workdir.as_deref() {
-        Some(dir) => root.join(dir),
+        Some(dir) => caller_cwd(root, dir)?,
         None => root.clone(),
     };
     let sandbox = planner.policy.sandbox_for(request.sandbox, None)?;
@@ -139,9 +139,11 @@ pub(crate) fn plan_apply_patch(
     })
 }
 
-/// Where a raw command runs: `run` takes its directory as given; `exec`
-/// keeps it inside the project root; MCP and the listeners take it from
-/// the root.
+/// Where a raw command runs: `run` takes its directory as given; `exec` and
+/// MCP keep it beneath the project root; the listeners confine theirs at
+/// the door (gRPC with `workspace::locate`; SWE-ReX keeps the original's
+/// paths where raw commands are allowed). Whatever lies inside the root is
+/// opened beneath it again at the spawn and entered from that handle.
 fn command_cwd(
     planner: &Planner,
     workdir: Option<&Path>,
@@ -152,14 +154,14 @@ fn command_cwd(
         return Ok(root.clone());
     };
     match door {
-        Door::Exec => caller_cwd(root, workdir),
-        Door::Run | Door::Mcp { .. } | Door::Listener => Ok(root.join(workdir)),
+        Door::Exec | Door::Mcp { .. } => caller_cwd(root, workdir),
+        Door::Run | Door::Listener => Ok(root.join(workdir)),
     }
 }
 
 /// A directory given by the caller, confined to the project root.
 pub(crate) fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
-    let dir = confine_to_root(root, root, workdir)
+    let dir = locate(root, root, workdir)
         .map_err(|e| Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}")))?;
     if !dir.is_dir() {
         return Err(Rejection::rejected(

@@ -287,7 +287,12 @@ impl Planner {
         tag: String,
         secrets: Vec<(String, Vec<u8>)>,
     ) -> SpawnSpec {
+        // A working directory inside the project root is opened beneath it
+        // by the kernel at the start, whatever was swapped in since.
+        let root = &self.policy.root;
+        let beneath = (self.policy.governs && cwd.starts_with(root)).then(|| root.clone());
         let mut spec = SpawnSpec::new(argv, cwd, env, self.config.home.clone());
+        spec.cwd_beneath = beneath;
         spec.session_tag = tag;
         spec.use_cgroup = self.config.use_cgroup;
         spec.pids_limit = Some(self.limits().pids);

@@ -58,7 +58,7 @@ pub(crate) fn apply_sandbox(
         writable_roots: planner.policy.writable_roots.clone(),
         best_effort: planner.policy.best_effort,
     };
-    let (wrapper, report) = wrapper(&planner.config, &confinement, &spec.cwd, &spec.session_tag)?;
+    let (wrapper, report) = wrapper(&planner.config, &confinement, &spec.session_tag)?;
     spec.wrapper = wrapper;
     spec.wrapper_env = Some(wrapper_env(planner, spec.tty, &spec.session_tag));
     spec.attestation_file = report.as_ref().map(|r| r.path().to_path_buf());
@@ -88,7 +88,6 @@ pub(crate) fn wrapper_env(planner: &Planner, tty: bool, tag: &str) -> BTreeMap<O
 pub(crate) fn wrapper(
     config: &PlannerConfig,
     confinement: &Confinement,
-    cwd: &Path,
     tag: &str,
 ) -> Result<(Vec<OsString>, Option<ReportGuard>), Rejection> {
     let Some((link, extra)) = config.sandbox_prefix.split_first() else {
@@ -117,7 +116,9 @@ pub(crate) fn wrapper(
         best_effort: confinement.best_effort,
         hidden: config.hidden_paths.clone(),
     };
-    let mut argv = spec.wrapper_argv(Path::new(link), cwd, Some(report.path()));
+    // `--cwd .`: the wrapper is started in the working directory's checked
+    // handle (see `SpawnSpec::cwd`) and must not look its path up again.
+    let mut argv = spec.wrapper_argv(Path::new(link), Path::new("."), Some(report.path()));
     // A prefix like `exe --agent-reach-run-as=agent-reach-sandbox` keeps its
     // extra words right after the program.
     for (i, word) in extra.iter().enumerate() {
@@ -157,12 +158,18 @@ mod tests {
             dir.path(),
             &["/x/exe", "--agent-reach-run-as=agent-reach-sandbox"],
         );
-        let (argv, report) = wrapper(&config, &read_only(), Path::new("/w"), "t1").unwrap();
+        let (argv, report) = wrapper(&config, &read_only(), "t1").unwrap();
         assert_eq!(argv[0], "/x/exe");
         assert_eq!(argv[1], "--agent-reach-run-as=agent-reach-sandbox");
         assert!(argv.contains(&OsString::from("read-only")));
         let hide = argv.iter().position(|word| word == "--hide").unwrap();
         assert_eq!(argv[hide + 1], "/etc/agent-reach/token");
+        let cwd = argv.iter().position(|a| a == "--cwd").unwrap();
+        assert_eq!(
+            argv[cwd + 1],
+            ".",
+            "the wrapper stays in the directory it was started in"
+        );
         let report = report.unwrap();
         let path = report.path().to_path_buf();
         std::fs::write(&path, "{}").unwrap();
@@ -173,6 +180,6 @@ mod tests {
     #[test]
     fn no_sandbox_link_is_an_error_not_an_unconfined_run() {
         let config = config(Path::new("/nonexistent"), &[]);
-        assert!(wrapper(&config, &read_only(), Path::new("/w"), "t").is_err());
+        assert!(wrapper(&config, &read_only(), "t").is_err());
     }
 }

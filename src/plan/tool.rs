@@ -15,9 +15,9 @@ use crate::registry::cache::CacheKey;
 use crate::registry::env::tool_env;
 use crate::registry::model::{CwdPolicy, ToolSpec};
 use crate::registry::params::{PathContext, expand, validate_extra, validate_named};
-use crate::registry::root_path::confine_to_root;
 use crate::registry::{Availability, Registry, kinds};
 use crate::scheduler::Demand;
+use crate::workspace::locate;
 
 use super::request::Args;
 
@@ -171,7 +171,7 @@ fn tool_cwd(
         }
     };
     if let Some(workdir) = workdir {
-        let asked = confine_to_root(root, root, workdir).ok();
+        let asked = locate(root, root, workdir).ok();
         if asked.as_deref() != Some(fixed.as_path()) {
             return Err(Rejection::rejected(
                 kinds::INVALID_WORKDIR,

@@ -16,7 +16,6 @@ pub(crate) mod model;
 pub(crate) mod node;
 pub(crate) mod params;
 pub(crate) mod parse;
-pub(crate) mod root_path;
 pub(crate) mod schema;
 pub(crate) mod secrets;
 pub(crate) mod template;

@@ -13,8 +13,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::model::{ExtraArgs, ParamSpec, ParamType, ToolSpec};
-use super::root_path::confine_to_root;
 use super::template::Piece;
+use crate::workspace::locate;
 
 /// A parameter's value as argv text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -259,8 +259,8 @@ fn render_scalar(
             let Some(paths) = paths else {
                 return Ok(text.to_owned());
             };
-            let resolved = confine_to_root(paths.root, paths.cwd, Path::new(text))
-                .map_err(|e| e.to_string())?;
+            let resolved =
+                locate(paths.root, paths.cwd, Path::new(text)).map_err(|e| e.to_string())?;
             resolved
                 .to_str()
                 .map(str::to_owned)

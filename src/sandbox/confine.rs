@@ -8,7 +8,11 @@
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use crate::context::ProcessContext;
 
@@ -64,7 +68,7 @@ fn command_env(ctx: &ProcessContext) -> Result<Vec<(OsString, OsString)>, Sandbo
 
 fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result<(), SandboxError> {
     let spec = &request.spec;
-    let cwd = working_dir(ctx, request.cwd.as_deref())?;
+    let (entered, cwd) = working_dir(request.cwd.as_deref())?;
     let mut report = request
         .report
         .as_deref()
@@ -100,12 +104,12 @@ fn prepare_and_confine(ctx: &ProcessContext, request: &SandboxRequest) -> Result
             not_enforced.push(format!("a private /proc ({err})"));
         }
     }
-    // After the plan and the hiding: a mount namespace made there replaces
-    // the mounts the old working directory was resolved on.
-    std::env::set_current_dir(&cwd).map_err(|source| SandboxError::Cwd {
-        path: cwd.clone(),
-        source,
-    })?;
+    // A mount namespace made by the plan put the writable roots' mounts on
+    // top of the directory we are in: enter it again by path, and refuse a
+    // path that no longer names the directory we were started in.
+    if plan.as_ref().is_some_and(|plan| plan.read_only_mounts) {
+        reenter(&entered, &cwd)?;
+    }
     nix::sys::prctl::set_no_new_privs().map_err(SandboxError::NoNewPrivs)?;
 
     let (fs, abi) = match &plan {
@@ -189,21 +193,41 @@ fn judge_landlock(
     }
 }
 
-fn working_dir(ctx: &ProcessContext, flag: Option<&Path>) -> Result<PathBuf, SandboxError> {
-    match flag {
-        Some(dir) => {
-            let base = ctx.cwd.as_deref().unwrap_or(Path::new("/"));
-            base.join(dir)
-                .canonicalize()
-                .map_err(|source| SandboxError::Cwd {
-                    path: dir.to_path_buf(),
-                    source,
-                })
-        }
-        None => ctx
-            .cwd()
-            .and_then(Path::canonicalize)
-            .map_err(SandboxError::NoCwd),
+/// The working directory: the one this process was started in (the spawner
+/// entered it from the handle it checked), or `--cwd DIR` entered first. It
+/// is kept as a handle, and named as the kernel names it now.
+fn working_dir(flag: Option<&Path>) -> Result<(OwnedFd, PathBuf), SandboxError> {
+    if let Some(dir) = flag.filter(|dir| *dir != Path::new(".")) {
+        std::env::set_current_dir(dir).map_err(|source| SandboxError::Cwd {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    let entered = nix::fcntl::open(
+        ".",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| SandboxError::NoCwd(errno.into()))?;
+    let named = std::env::current_dir().map_err(SandboxError::NoCwd)?;
+    Ok((entered, named))
+}
+
+/// Enters `path` again and checks it is still the directory `entered`.
+fn reenter(entered: &OwnedFd, path: &Path) -> Result<(), SandboxError> {
+    let cwd_error = |source| SandboxError::Cwd {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::env::set_current_dir(path).map_err(cwd_error)?;
+    let now = nix::sys::stat::stat(".").map_err(|e| cwd_error(e.into()))?;
+    let before = nix::sys::stat::fstat(entered).map_err(|e| cwd_error(e.into()))?;
+    if (now.st_dev, now.st_ino) == (before.st_dev, before.st_ino) {
+        Ok(())
+    } else {
+        Err(cwd_error(std::io::Error::other(
+            "the working directory was replaced while the sandbox started",
+        )))
     }
 }
 
@@ -231,9 +255,17 @@ fn build_plan(
         }
     }
     let var = |name: &str| ctx.var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    // The working directory is named as the kernel named its handle, never
+    // resolved by path again (its rule is opened from `.`).
     let roots: Vec<PathBuf> = fs_plan::candidate_roots(policy, cwd, &explicit_roots, &rules, var)
         .iter()
-        .filter_map(|root| root.canonicalize().ok())
+        .filter_map(|root| {
+            if root == cwd {
+                Some(root.clone())
+            } else {
+                root.canonicalize().ok()
+            }
+        })
         .collect();
     let mut protected = Vec::new();
     for root in &roots {
@@ -287,6 +319,7 @@ fn build_plan(
         writable,
         devices,
         read_only_mounts: mounted,
+        working_dir: Some(cwd.to_path_buf()),
     })
 }
 

@@ -44,6 +44,10 @@ pub struct FsPlan {
     /// Whether the process is in a private mount namespace where everything
     /// but the writable roots is mounted read-only.
     pub read_only_mounts: bool,
+    /// The working directory as the plan named it: its rule (and the rules
+    /// of paths beneath it) are opened from the process's working directory
+    /// (`.`), the handle the command was started in, never by this path.
+    pub working_dir: Option<PathBuf>,
 }
 
 /// The kind of a directory entry, as far as the plan cares.

@@ -11,7 +11,7 @@
 //! Character and block device nodes can be made nowhere.
 
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
@@ -65,7 +65,7 @@ pub(crate) fn restrict(plan: &FsPlan, network: Network) -> Result<LandlockOutcom
     let mut created = ruleset.create().map_err(SandboxError::Landlock)?;
     created = add_rule(created, Path::new("/"), everywhere)?;
     for path in &plan.writable {
-        created = add_rule(created, path, writable)?;
+        created = add_rule(created, &from_working_dir(plan, path), writable)?;
     }
     for path in &plan.devices {
         created = add_rule(created, path, device | everywhere)?;
@@ -93,6 +93,20 @@ pub(crate) fn restrict(plan: &FsPlan, network: Network) -> Result<LandlockOutcom
         abi,
         unavailable,
     })
+}
+
+/// `path` as the rule opens it: beneath the working directory, relative to
+/// `.` (the directory the command was started in, by handle), so a link
+/// swapped in for that directory's path is never what the rule grants.
+fn from_working_dir(plan: &FsPlan, path: &Path) -> PathBuf {
+    match plan
+        .working_dir
+        .as_deref()
+        .and_then(|dir| path.strip_prefix(dir).ok())
+    {
+        Some(rest) => Path::new(".").join(rest),
+        None => path.to_path_buf(),
+    }
 }
 
 /// Adds one rule; a path that cannot be opened (gone, or unreadable) only

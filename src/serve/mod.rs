@@ -33,7 +33,6 @@ pub(crate) mod tool_params;
 pub(crate) mod tools;
 pub(crate) mod transport;
 pub(crate) mod watchdog;
-pub(crate) mod workspace;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! Integration suites, one module per feature.
 
 mod apply_patch;
+#[cfg(target_os = "linux")]
+mod confinement;
 mod dispatch;
 mod distribution;
 mod exec;

@@ -17,18 +17,18 @@ use crate::common::{ServerProcess, TestEnv, gone_within, is_alive, pid_in};
 
 /// A `serve` process with one sandboxd-grpc listener on a loopback port of
 /// its choosing; killed (and waited for) when dropped.
-struct GrpcServer {
+pub(crate) struct GrpcServer {
     process: ServerProcess,
     addr: String,
 }
 
 impl GrpcServer {
     /// A server whose policy allows raw commands.
-    fn open(env: &TestEnv) -> Self {
+    pub(crate) fn open(env: &TestEnv) -> Self {
         Self::start(env, "allow_raw_commands = true\n", &[])
     }
 
-    fn start(env: &TestEnv, policy: &str, extra_env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start(env: &TestEnv, policy: &str, extra_env: &[(&str, &str)]) -> Self {
         let config_file = env.root.path().join("policy.toml");
         std::fs::write(&config_file, policy).unwrap();
         let mut command = Command::new(crate::common::bin());
@@ -73,7 +73,7 @@ impl GrpcServer {
         }
     }
 
-    async fn client(&self) -> ProcessServiceClient<Channel> {
+    pub(crate) async fn client(&self) -> ProcessServiceClient<Channel> {
         ProcessServiceClient::connect(format!("http://{}", self.addr))
             .await
             .unwrap()
@@ -99,14 +99,14 @@ fn field(line: &str, name: &str) -> Option<String> {
     Some(line[start..end].to_owned())
 }
 
-fn config(command: &[&str]) -> ProcessConfig {
+pub(crate) fn config(command: &[&str]) -> ProcessConfig {
     ProcessConfig {
         command: command.iter().map(|s| (*s).to_owned()).collect(),
         ..Default::default()
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -572,6 +572,35 @@ fn apply_patch_edits_the_root_and_refuses_a_bad_patch() {
 }
 
 #[test]
+fn apply_patch_stays_in_the_root_whatever_its_workdir_or_paths_say() {
+    run(async {
+        let env = TestEnv::new();
+        let outside = env.root.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, env.work().join("lnk_out")).unwrap();
+        let s = serve_in(env, &[]).await;
+        let add = "*** Begin Patch\n*** Add File: x.txt\n+x\n*** End Patch\n";
+        let outside_text = outside.to_string_lossy().into_owned();
+        for workdir in ["..", "lnk_out", "nope/../lnk_out", outside_text.as_str()] {
+            let msg = s
+                .err("apply_patch", json!({"input": add, "workdir": workdir}))
+                .await;
+            assert!(msg.contains("workdir"), "{workdir}: {msg}");
+        }
+        for path in [
+            "missing/../lnk_out/x.txt",
+            "lnk_out/x.txt",
+            "../outside/x.txt",
+        ] {
+            let patch = format!("*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\n");
+            s.err("apply_patch", json!({"input": patch})).await;
+        }
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        s.close().await;
+    });
+}
+
+#[test]
 fn progress_is_sent_while_waiting_and_cancel_leaves_a_session() {
     run(async {
         let s = serve().await;

@@ -92,7 +92,8 @@ impl Execution {
         let Some(program_name) = spec.argv.first().cloned() else {
             return Err(ExecError::EmptyCommand);
         };
-        resolve::check_workdir(&spec.cwd)?;
+        // The handle the child enters: the path is not looked up again.
+        let cwd = resolve::open_workdir(&spec.cwd, spec.cwd_beneath.as_deref())?;
         let command_program = resolve::resolve_program(&program_name, &spec.cwd, &spec.env)?;
         let mut argv = spec.wrapper.clone();
         argv.extend(spec.argv.iter().cloned());
@@ -153,7 +154,7 @@ impl Execution {
         let forked = spawner::fork_exec(ForkRequest {
             program,
             argv,
-            cwd: spec.cwd.clone(),
+            cwd,
             env,
             inherit_fd: handover.as_ref().map(AsRawFd::as_raw_fd),
             limits: pids.child(),

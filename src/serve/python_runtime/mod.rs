@@ -36,12 +36,12 @@ use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
 use super::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
-use super::workspace::fs::Node;
-use super::workspace::upload::{UploadError, blocking, write_stream};
-use super::workspace::{EntryKind, Workspace, WorkspaceError};
 use crate::plan::Dispatcher;
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
+use crate::workspace::fs::Node;
+use crate::workspace::upload::{UploadError, blocking, write_stream};
+use crate::workspace::{EntryKind, Workspace, WorkspaceError};
 
 /// The command timeout when `/execute` gives none (the original's
 /// `SANDBOX_EXEC_TIMEOUT_SECONDS` default).

@@ -72,7 +72,7 @@ impl ProcessRequest {
         let workdir = match &self.workdir {
             None => None,
             Some(dir) => Some(
-                crate::registry::root_path::confine_to_root(root, root, dir)
+                crate::workspace::locate(root, root, dir)
                     .map_err(|e| Status::permission_denied(format!("cwd: {e}")))?,
             ),
         };

@@ -14,9 +14,9 @@ use serde_json::json;
 use tokio_util::io::ReaderStream;
 
 use super::super::listen::MAX_BODY_BYTES;
-use super::super::workspace::upload::{UploadError, blocking, write_stream};
-use super::super::workspace::{Entry, EntryKind, WorkspaceError};
 use super::{ApiError, RestState};
+use crate::workspace::upload::{UploadError, blocking, write_stream};
+use crate::workspace::{Entry, EntryKind, WorkspaceError};
 
 /// The mode of a written file when `?mode=` is not given.
 const DEFAULT_FILE_MODE: u32 = 0o644;

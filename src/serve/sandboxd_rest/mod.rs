@@ -36,7 +36,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::listen::{Auth, MAX_BODY_BYTES, Shared, auth::require_bearer};
-use super::workspace::{Workspace, WorkspaceError};
+use crate::workspace::{Workspace, WorkspaceError};
 
 /// Only variables with this prefix are shown on `/v1/metadata` (the
 /// reference's default `--metadata-env-prefix`).

@@ -31,7 +31,7 @@ fn resolve(shared: &Shared, path: &str) -> Result<PathBuf, SwerexError> {
         .root
         .canonicalize()
         .unwrap_or_else(|_| shared.root.clone());
-    crate::registry::root_path::confine_to_root(&root, &root, given).map_err(|e| {
+    crate::workspace::locate(&root, &root, given).map_err(|e| {
         SwerexError::raise(
             PyClass::Permission,
             format!(

@@ -1,21 +1,24 @@
-//! The workspace operations, each walking a resolved [`Target`] from the
-//! root one `openat(O_NOFOLLOW)` at a time, so a link planted after the
-//! check is refused rather than followed (see the module above).
+//! The workspace operations: each resolves its [`Target`] beneath the root
+//! once, by the kernel ([`super::beneath`]), then works on the handle it got
+//! (`*at` calls), never on the path again. A write opens (or makes) its
+//! parent directory that way, creates a temporary file in it with
+//! `O_EXCL | O_NOFOLLOW` and renames it onto the final name in the same
+//! directory.
 //!
 //! Blocking: the HTTP handlers call these on `spawn_blocking`.
 
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path};
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
-use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
-use super::{Target, Workspace, WorkspaceError};
+use super::{Target, Workspace, WorkspaceError, beneath};
 
 /// The mode of a directory made for a write's parents.
 const NEW_DIR_MODE: u32 = 0o755;
@@ -100,11 +103,6 @@ fn open_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> nix::Result<OwnedFd> {
     )
 }
 
-fn is_link_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> bool {
-    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
-        .is_ok_and(|s| SFlag::from_bits_truncate(s.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK)
-}
-
 fn node_of(stat: &FileStat) -> Node {
     match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
         SFlag::S_IFREG => Node::File {
@@ -122,59 +120,37 @@ fn modified_of(stat: &FileStat) -> SystemTime {
 }
 
 impl Workspace {
-    fn open_root(&self) -> Result<OwnedFd, WorkspaceError> {
-        openat(
-            nix::fcntl::AT_FDCWD,
-            self.root(),
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| WorkspaceError::from_errno("/", e))
+    /// Opens `target` beneath the root with `flags` (links inside followed).
+    fn open_target(&self, target: &Target, flags: OFlag) -> Result<OwnedFd, WorkspaceError> {
+        let root = self.open_root()?;
+        beneath::open_beneath(root.as_fd(), &target.rel, flags)
+            .map_err(|e| WorkspaceError::from_errno(&target.shown, e))
     }
 
-    /// Opens the directory `rel` (relative to the root) without following
-    /// any link; with `create`, missing directories are made on the way.
+    /// Opens the directory `rel` beneath the root; with `create`, missing
+    /// directories at its end are made on the way.
     fn open_dir(&self, rel: &Path, create: bool, shown: &str) -> Result<OwnedFd, WorkspaceError> {
-        let mut dir = self.open_root()?;
-        for component in rel.components() {
-            let Component::Normal(name) = component else {
-                return Err(WorkspaceError::Escapes {
-                    path: shown.to_owned(),
-                });
-            };
-            let next = match open_dir_at(&dir, name) {
-                Err(Errno::ENOENT) if create => {
-                    match mkdirat(&dir, name, Mode::from_bits_truncate(NEW_DIR_MODE)) {
-                        Ok(()) | Err(Errno::EEXIST) => open_dir_at(&dir, name),
-                        Err(e) => Err(e),
-                    }
-                }
-                other => other,
-            };
-            dir = next.map_err(|e| match e {
-                // A link where the resolved path had a directory: the tree
-                // changed since the check (O_DIRECTORY reports ENOTDIR).
-                Errno::ENOTDIR | Errno::ELOOP if is_link_at(&dir, name) => {
-                    WorkspaceError::Escapes {
-                        path: shown.to_owned(),
-                    }
-                }
-                Errno::ENOTDIR if create => WorkspaceError::Invalid {
-                    path: shown.to_owned(),
-                    why: "a parent of the path is a file".to_owned(),
-                },
-                e => WorkspaceError::from_errno(shown, e),
-            })?;
-        }
-        Ok(dir)
+        let root = self.open_root()?;
+        let opened = if create {
+            beneath::open_or_make_dir(root.as_fd(), rel, NEW_DIR_MODE)
+        } else {
+            beneath::open_beneath(root.as_fd(), rel, beneath::dir_flags())
+        };
+        opened.map_err(|e| match e {
+            Errno::ENOTDIR if create => WorkspaceError::Invalid {
+                path: shown.to_owned(),
+                why: "a parent of the path is a file".to_owned(),
+            },
+            e => WorkspaceError::from_errno(shown, e),
+        })
     }
 
     /// What `target` is (a final link is reported as [`Node::Other`]).
     pub(crate) fn node(&self, target: &Target) -> Result<Node, WorkspaceError> {
         let shown = target.shown.as_str();
         let Some((parent, name)) = target.split() else {
-            let root = self.open_root()?;
-            return fstat(&root)
+            let dir = self.open_target(target, OFlag::O_PATH)?;
+            return fstat(&dir)
                 .map(|s| node_of(&s))
                 .map_err(|e| WorkspaceError::from_errno(shown, e));
         };
@@ -191,21 +167,9 @@ impl Workspace {
         target: &Target,
     ) -> Result<(std::fs::File, u64, SystemTime), WorkspaceError> {
         let shown = target.shown.as_str();
-        let Some((parent, name)) = target.split() else {
-            return Err(WorkspaceError::IsDirectory {
-                path: shown.to_owned(),
-            });
-        };
-        let dir = self.open_dir(parent, false, shown)?;
         // O_NONBLOCK: a FIFO planted here must not hang the reader; it has
         // no effect on a regular file.
-        let fd = openat(
-            &dir,
-            name.as_os_str(),
-            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
-            Mode::empty(),
-        )
-        .map_err(|e| WorkspaceError::from_errno(shown, e))?;
+        let fd = self.open_target(target, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
         let stat = fstat(&fd).map_err(|e| WorkspaceError::from_errno(shown, e))?;
         match node_of(&stat) {
             Node::File { size } => Ok((std::fs::File::from(fd), size, modified_of(&stat))),
@@ -225,6 +189,7 @@ impl Workspace {
     pub(crate) fn list(&self, target: &Target) -> Result<Vec<Entry>, WorkspaceError> {
         let shown = target.shown.as_str();
         let fd = self.open_dir(&target.rel, false, shown)?;
+        let root = self.open_root()?;
         let mut dir =
             nix::dir::Dir::from_fd(fd).map_err(|e| WorkspaceError::from_errno(shown, e))?;
         let names: Vec<OsString> = dir
@@ -239,10 +204,12 @@ impl Workspace {
                 continue;
             };
             if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK {
-                let Ok(linked) = self.resolve(&target.rel.join(&name).to_string_lossy()) else {
-                    continue;
-                };
-                let Some(found) = self.stat_resolved(&linked) else {
+                // What the link names, resolved beneath the root like any
+                // path: a link out is left out.
+                let linked = target.rel.join(&name);
+                let Ok(found) = beneath::open_beneath(root.as_fd(), &linked, OFlag::O_PATH)
+                    .and_then(|fd| fstat(&fd))
+                else {
                     continue;
                 };
                 stat = found;
@@ -262,16 +229,6 @@ impl Workspace {
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(entries)
-    }
-
-    fn stat_resolved(&self, target: &Target) -> Option<FileStat> {
-        match target.split() {
-            None => fstat(self.open_root().ok()?).ok(),
-            Some((parent, name)) => {
-                let dir = self.open_dir(parent, false, &target.shown).ok()?;
-                fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).ok()
-            }
-        }
     }
 
     /// Starts writing `target` with permission bits `mode`: its parents are
@@ -295,7 +252,7 @@ impl Workspace {
                 path: shown.to_owned(),
             });
         }
-        let temp = OsString::from(format!("{TEMP_PREFIX}{}", crate::exec::new_session_tag()));
+        let temp = temp_name();
         let fd = openat(
             &dir,
             temp.as_os_str(),
@@ -325,10 +282,19 @@ impl Workspace {
         let shown = target.shown.as_str();
         let errno = |e| WorkspaceError::from_errno(shown, e);
         let Some((parent, name)) = target.split() else {
+            let dir = self.open_dir(&target.rel, false, shown)?;
+            let root = self.open_root()?;
+            if !same_file(&dir, &root).map_err(errno)? {
+                return Err(WorkspaceError::Invalid {
+                    path: shown.to_owned(),
+                    why: "a path ending in `..` names a directory, not an entry to remove"
+                        .to_owned(),
+                });
+            }
             if !recursive {
                 return Err(WorkspaceError::Root);
             }
-            return clear_dir(&self.open_root()?).map_err(errno);
+            return clear_dir(&dir).map_err(errno);
         };
         let dir = self.open_dir(parent, false, shown)?;
         let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(errno)?;
@@ -340,6 +306,28 @@ impl Workspace {
         }
         unlinkat(&dir, name.as_os_str(), UnlinkatFlags::RemoveDir).map_err(errno)
     }
+}
+
+/// A name for a write's temporary file no other write of this process
+/// uses at once (the create is `O_EXCL` anyway).
+fn temp_name() -> OsString {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    OsString::from(format!(
+        "{TEMP_PREFIX}{}-{n}-{nanos:08x}",
+        std::process::id()
+    ))
+}
+
+/// Whether two handles are one file (device and inode).
+fn same_file(a: &OwnedFd, b: &OwnedFd) -> nix::Result<bool> {
+    let (a, b) = (fstat(a)?, fstat(b)?);
+    Ok(a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 }
 
 /// Removes everything inside the directory `dir`, depth first, never
@@ -387,6 +375,96 @@ mod tests {
         std::os::unix::fs::symlink("e/f.txt", root.join("d/in")).unwrap();
         std::os::unix::fs::symlink("nowhere", root.join("d/broken")).unwrap();
         (dir, Workspace::new(&root))
+    }
+
+    /// What a read of `path` gives: the contents, or the error's name.
+    fn read_of(ws: &Workspace, path: &str) -> Result<String, String> {
+        let short = |e: WorkspaceError| {
+            format!("{e:?}")
+                .split([' ', '{'])
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        let target = ws.resolve(path).map_err(short)?;
+        let (mut file, _, _) = ws.open_file(&target).map_err(short)?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut file, &mut text).unwrap();
+        Ok(text)
+    }
+
+    /// What a write of `path` gives: `Ok` once it landed, or the error's name.
+    fn write_of(ws: &Workspace, path: &str) -> Result<(), String> {
+        let short = |e: WorkspaceError| {
+            format!("{e:?}")
+                .split([' ', '{'])
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        let target = ws.resolve(path).map_err(short)?;
+        let mut pending = ws.begin_write(&target, 0o644).map_err(short)?;
+        pending.take_file().unwrap().write_all(b"written").unwrap();
+        pending.commit().map_err(short)
+    }
+
+    #[test]
+    fn no_read_or_write_leaves_the_root_whatever_comes_before_the_link() {
+        let (dir, ws) = setup();
+        std::fs::create_dir(ws.root().join("up")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), ws.root().join("up/shadow")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), ws.root().join("up/escape")).unwrap();
+        std::os::unix::fs::symlink("../../secret", ws.root().join("up/relative")).unwrap();
+        let refused_reads = [
+            ("nope/../up/shadow", "NotFound"),
+            ("up/shadow", "Escapes"),
+            ("up/relative", "Escapes"),
+            ("up/escape/secret", "Escapes"),
+            ("d/out", "Escapes"),
+            ("../secret", "Escapes"),
+            ("d/../../secret", "Escapes"),
+            ("d/e/../../../secret", "Escapes"),
+            ("nope/../../secret", "Escapes"),
+        ];
+        for (path, refusal) in refused_reads {
+            assert_eq!(read_of(&ws, path), Err(refusal.to_owned()), "read {path}");
+        }
+        let refused_writes = [
+            ("nope/../up/escape/f", "NotFound"),
+            ("up/escape/f", "Escapes"),
+            ("up/escape/new/f", "Escapes"),
+            ("../f", "Escapes"),
+            ("d/e/../../../f", "Escapes"),
+        ];
+        for (path, refusal) in refused_writes {
+            assert_eq!(write_of(&ws, path), Err(refusal.to_owned()), "write {path}");
+        }
+        assert!(!dir.path().join("f").exists());
+        assert!(!dir.path().join("new").exists());
+        assert!(
+            !ws.root().join("nope").exists(),
+            "a refused write made no directory"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("secret")).unwrap(),
+            "s"
+        );
+    }
+
+    #[test]
+    fn links_that_stay_inside_are_followed_for_reads_and_writes() {
+        let (_dir, ws) = setup();
+        std::os::unix::fs::symlink("d/e", ws.root().join("e_link")).unwrap();
+        assert_eq!(read_of(&ws, "d/in"), Ok("f".to_owned()));
+        assert_eq!(read_of(&ws, "e_link/f.txt"), Ok("f".to_owned()));
+        assert_eq!(read_of(&ws, "d/e/../e/./f.txt"), Ok("f".to_owned()));
+        assert_eq!(write_of(&ws, "e_link/new.txt"), Ok(()));
+        assert_eq!(
+            std::fs::read_to_string(ws.root().join("d/e/new.txt")).unwrap(),
+            "written"
+        );
+        assert_eq!(write_of(&ws, "d/../made/x"), Ok(()));
+        assert!(ws.root().join("made/x").is_file());
     }
 
     #[test]
