@@ -34,7 +34,10 @@ pub(crate) enum FileOp {
     Remove,
     #[cfg_attr(
         not(test),
-        expect(dead_code, reason = "no door moves files yet; the doors to come (envd, daytona, codex-exec) do")
+        expect(
+            dead_code,
+            reason = "no door moves files yet; the doors to come (envd, daytona, codex-exec) do"
+        )
     )]
     Move,
     ApplyPatch,
@@ -228,8 +231,8 @@ mod tests {
         let mut policy = builtin();
         policy.raw_commands_risk = Risk::High;
         policy.max_risk = Risk::Medium;
-        let refused = plan_file(&policy, FileOp::Read, &["/etc/shadow"], Door::Listener)
-            .unwrap_err();
+        let refused =
+            plan_file(&policy, FileOp::Read, &["/etc/shadow"], Door::Listener).unwrap_err();
         assert_eq!(refused.kind, kinds::DENIED_BY_POLICY);
     }
 

@@ -7,6 +7,7 @@ mod exec;
 mod exec_api;
 pub mod exec_json;
 mod exit_codes;
+mod file_policy;
 mod listeners;
 mod mcp_http;
 mod output;

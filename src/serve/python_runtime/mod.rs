@@ -114,17 +114,17 @@ fn path_of(path: Option<Path<String>>) -> String {
     path.map(|Path(p)| p).unwrap_or_default()
 }
 
-/// The plan stage's word on `op` over `paths`, refused as the original
-/// refuses: 403, or 400 for a bad name.
-fn permit(state: &RuntimeState, op: FileOp, paths: &[&str]) -> Result<(), Response> {
+/// The plan stage's word on `op` over `paths`.
+fn permit(state: &RuntimeState, op: FileOp, paths: &[&str]) -> Result<(), Rejection> {
     state
         .dispatcher
         .planner()
         .plan_file(op, paths, Door::Listener)
         .map(|_| ())
-        .map_err(|rejection| policy_refusal(&rejection))
 }
 
+/// A refusal of the plan stage as the original refuses: 403, or 400 for a
+/// bad name.
 fn policy_refusal(rejection: &Rejection) -> Response {
     let status = if rejection.kind == kinds::INVALID_PARAMS {
         StatusCode::BAD_REQUEST
@@ -265,7 +265,7 @@ async fn execute(State(state): State<RuntimeState>, body: Bytes) -> Response {
 /// `POST /upload`: the `file` part, saved at the path its filename names.
 async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> Response {
     if let Err(refused) = permit(&state, FileOp::Upload, &[]) {
-        return refused;
+        return policy_refusal(&refused);
     }
     loop {
         let field = match multipart.next_field().await {
@@ -289,7 +289,7 @@ async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> 
         }
         let name = field.file_name().unwrap_or_default().to_owned();
         if let Err(refused) = permit(&state, FileOp::Upload, &[&name]) {
-            return refused;
+            return policy_refusal(&refused);
         }
         let ws = state.workspace.clone();
         let path = name.clone();
@@ -317,7 +317,7 @@ async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> 
 async fn download(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
     let path = path_of(path);
     if let Err(refused) = permit(&state, FileOp::Read, &[&path]) {
-        return refused;
+        return policy_refusal(&refused);
     }
     let ws = state.workspace.clone();
     match blocking(move || ws.resolve(&path).and_then(|t| ws.open_file(&t))).await {
@@ -338,7 +338,7 @@ async fn download(State(state): State<RuntimeState>, path: Option<Path<String>>)
 async fn list(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
     let path = path_of(path);
     if let Err(refused) = permit(&state, FileOp::List, &[&path]) {
-        return refused;
+        return policy_refusal(&refused);
     }
     let ws = state.workspace.clone();
     match blocking(move || ws.resolve(&path).and_then(|t| ws.list(&t))).await {
@@ -376,7 +376,7 @@ async fn list(State(state): State<RuntimeState>, path: Option<Path<String>>) -> 
 async fn exists(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
     let path = path_of(path);
     if let Err(refused) = permit(&state, FileOp::Read, &[&path]) {
-        return refused;
+        return policy_refusal(&refused);
     }
     let ws = state.workspace.clone();
     let shown = path.clone();

@@ -163,7 +163,11 @@ impl From<crate::plan::Rejection> for ApiError {
         if rejection.kind == crate::registry::kinds::INVALID_PARAMS {
             return Self::invalid(rejection.message);
         }
-        Self::new(StatusCode::FORBIDDEN, "PERMISSION_DENIED", rejection.message)
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            rejection.message,
+        )
     }
 }
 

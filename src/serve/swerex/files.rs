@@ -95,7 +95,11 @@ pub(crate) fn base_dir(root: &Path) -> PathBuf {
 }
 
 /// The plan stage's word on `op` over `paths` at this door.
-pub(crate) fn permit(shared: &Shared, op: FileOp, paths: &[&str]) -> Result<FilePermit, SwerexError> {
+pub(crate) fn permit(
+    shared: &Shared,
+    op: FileOp,
+    paths: &[&str],
+) -> Result<FilePermit, SwerexError> {
     shared
         .dispatcher
         .planner()
@@ -246,7 +250,12 @@ impl Spool {
         let mut len: u64 = 0;
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| {
-                super::error::invalid("value_error", &["body", "file"], &e.to_string(), &serde_json::Value::Null)
+                super::error::invalid(
+                    "value_error",
+                    &["body", "file"],
+                    &e.to_string(),
+                    &serde_json::Value::Null,
+                )
             })?;
             len += chunk.len() as u64;
             if len > limit as u64 {
@@ -299,7 +308,10 @@ pub(crate) async fn upload(
             let name = file_name
                 .as_deref()
                 .and_then(|n| Path::new(n).file_name())
-                .map_or_else(|| UPLOAD_FILE_NAME.to_owned(), |n| n.to_string_lossy().into_owned());
+                .map_or_else(
+                    || UPLOAD_FILE_NAME.to_owned(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
             let inside = Path::new(&target_path).join(&name);
             let shown = inside.to_string_lossy().into_owned();
             (files.target(&shown)?, shown)

@@ -217,7 +217,10 @@ async fn replay(State(state): State<Arc<SwerexState>>, request: Request, next: N
     };
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, REPLAY_MAX_BODY_BYTES).await else {
-        return detail(StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large");
+        return detail(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is too large",
+        );
     };
     let key = {
         use std::hash::{BuildHasher, Hash, Hasher};

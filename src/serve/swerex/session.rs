@@ -103,14 +103,16 @@ pub(crate) fn sweep_stale_dirs() {
             nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
             Err(nix::errno::Errno::ESRCH)
         );
-        let ours = entry
-            .metadata()
-            .is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
         if !alive && ours {
             let path = entry.path();
             match std::fs::remove_dir_all(&path) {
-                Ok(()) => tracing::info!(dir = %path.display(), pid, "removed the session directory of a server that died"),
-                Err(e) => tracing::warn!(dir = %path.display(), error = %e, "cannot remove a dead server's session directory"),
+                Ok(()) => {
+                    tracing::info!(dir = %path.display(), pid, "removed the session directory of a server that died")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a dead server's session directory")
+                }
             }
         }
     }

@@ -226,8 +226,8 @@ pub(crate) fn extract(
     spool: Spool,
 ) -> Result<(), SwerexError> {
     let archive_len = spool.len();
-    let mut archive = zip::ZipArchive::new(spool.into_file())
-        .map_err(|e| UnzipError::BadZip(e.to_string()))?;
+    let mut archive =
+        zip::ZipArchive::new(spool.into_file()).map_err(|e| UnzipError::BadZip(e.to_string()))?;
     let mut headers = Vec::with_capacity(archive.len().min(MAX_ENTRIES + 1));
     for index in 0..archive.len() {
         if headers.len() > MAX_ENTRIES {
@@ -377,6 +377,9 @@ mod tests {
         ));
         let mut out = header("../x", 1, 1);
         out.enclosed = None;
-        assert!(matches!(check(&[out], 100), Err(UnzipError::Escapes { .. })));
+        assert!(matches!(
+            check(&[out], 100),
+            Err(UnzipError::Escapes { .. })
+        ));
     }
 }
