@@ -31,7 +31,9 @@ struct Swerex {
 impl Swerex {
     /// `serve --listen swerex=127.0.0.1:0 --root WORK` with `extra` flags.
     async fn serve(env: &TestEnv, extra: &[&str]) -> Self {
-        let log = env.root.path().join("swerex.log");
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log = env.root.path().join(format!("swerex-{n}.log"));
         let child = serve_listening(env, &log, &["swerex=127.0.0.1:0".to_owned()], KEY)
             .args(extra)
             .env("TMPDIR", tmp_of(env))
@@ -251,21 +253,25 @@ fn a_read_is_refused_where_every_raw_command_is() {
     run(async {
         let env = TestEnv::new();
         env.write("secret.txt", "inside the root");
-        let text =
-            "allow_raw_commands = true\nraw_commands_risk = \"high\"\nmax_risk = \"medium\"\n";
-        let s = Swerex::serve(&env, &["--config", &config(&env, text)]).await;
-        for path in [env.work().join("secret.txt"), PathBuf::from("/etc/shadow")] {
-            let (status, answer) = s.json("/read_file", json!({"path": path})).await;
-            assert_eq!(
-                status,
-                StatusCode::FORBIDDEN,
-                "{}: {answer}",
-                path.display()
-            );
-            assert!(answer.get("content").is_none(), "{answer}");
+        // Above max_risk; and at the approval level, with no person to ask.
+        for text in [
+            "allow_raw_commands = true\nraw_commands_risk = \"high\"\nmax_risk = \"medium\"\n",
+            "allow_raw_commands = true\nraw_commands_risk = \"high\"\n",
+        ] {
+            let s = Swerex::serve(&env, &["--config", &config(&env, text)]).await;
+            for path in [env.work().join("secret.txt"), PathBuf::from("/etc/shadow")] {
+                let (status, answer) = s.json("/read_file", json!({"path": path})).await;
+                assert_eq!(
+                    status,
+                    StatusCode::FORBIDDEN,
+                    "{text}{}: {answer}",
+                    path.display()
+                );
+                assert!(answer.get("content").is_none(), "{answer}");
+            }
+            let (status, answer) = s.json("/execute", json!({"command": ["true"]})).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{text}{answer}");
         }
-        let (status, answer) = s.json("/execute", json!({"command": ["true"]})).await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
     });
 }
 
