@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use super::files::FileOp;
 use super::sandbox;
 use super::{
     APPLY_PATCH_TIMEOUT, ApprovalAsk, DEFAULT_COMMAND_TIMEOUT, Door, Plan, Planner, Rejection,
@@ -92,13 +93,17 @@ pub(crate) fn plan_command(
     })
 }
 
-/// The built-in `apply_patch` tool: the patch through the personality, in
-/// the caller's directory, under the policy's default sandbox.
+/// The built-in `apply_patch` tool: a file write planned as one (refused
+/// where raw commands are, and under a `read-only` policy), then the patch
+/// through the personality, in the caller's directory confined to the
+/// root, under the policy's default sandbox.
 pub(crate) fn plan_apply_patch(
     planner: &Planner,
     request: &Request,
     input: &str,
+    door: Door,
 ) -> Result<Plan, Rejection> {
+    super::files::plan_file(&planner.policy, FileOp::ApplyPatch, &[], door)?;
     let Some((program, extra)) = planner.config.apply_patch_prefix.split_first() else {
         return Err(Rejection::error(
             kinds::SPAWN_FAILED,

@@ -30,6 +30,7 @@
 pub(crate) mod caps;
 pub(crate) mod command;
 pub(crate) mod dispatcher;
+pub(crate) mod files;
 pub(crate) mod policy;
 pub(crate) mod request;
 pub(crate) mod runner;
@@ -44,6 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use dispatcher::{Dispatcher, DispatcherConfig};
+pub(crate) use files::{FileOp, FilePermit};
 pub(crate) use policy::OperatorPolicy;
 pub(crate) use request::{Request, Target};
 
@@ -319,9 +321,20 @@ impl Planner {
                 )),
             },
             Target::Command(argv) => command::plan_command(self, request, argv, door),
-            Target::ApplyPatch { input } => command::plan_apply_patch(self, request, input),
+            Target::ApplyPatch { input } => command::plan_apply_patch(self, request, input, door),
         }?;
         plan.capped = caps;
         Ok(plan)
+    }
+
+    /// A file operation of `door` on `paths`: a permit, or why not (see
+    /// [`files`]).
+    pub(crate) fn plan_file(
+        &self,
+        op: FileOp,
+        paths: &[&str],
+        door: Door,
+    ) -> Result<FilePermit, Rejection> {
+        files::plan_file(&self.policy, op, paths, door)
     }
 }

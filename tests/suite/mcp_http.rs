@@ -578,6 +578,28 @@ fn deleting_an_mcp_session_kills_its_processes_and_no_others() {
 }
 
 #[test]
+fn deleting_an_unknown_mcp_session_is_404_and_ends_nothing() {
+    run(async {
+        let l = listen(&[]).await;
+        let a = Raw::open(&l).await;
+        let (b, _) = l.client().await;
+        let (_, b_pid) = sleeper(&b, 61).await;
+        assert_eq!(a.delete().await, 200);
+        assert_eq!(a.delete().await, 404, "a second DELETE of the same session");
+        let made_up = Raw {
+            http: reqwest::Client::new(),
+            url: l.url(),
+            session: "no-such-session".to_owned(),
+            next: AtomicU64::new(1),
+        };
+        assert_eq!(made_up.delete().await, 404);
+        assert!(alive(b_pid), "another client's process died");
+        let _ = b.cancel().await;
+        l.stop().await;
+    });
+}
+
+#[test]
 fn a_client_idle_past_the_timeout_loses_its_sessions() {
     run(async {
         let l = listen(&["--client-idle-timeout", "2"]).await;

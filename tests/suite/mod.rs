@@ -9,9 +9,10 @@ mod exec;
 mod exec_api;
 pub mod exec_json;
 mod exit_codes;
-mod limits;
+mod file_policy;
 #[cfg(target_os = "linux")]
 mod hidden_secrets;
+mod limits;
 mod listeners;
 mod mcp_http;
 mod output;

@@ -140,23 +140,32 @@ fn run<F: std::future::Future<Output = ()>>(f: F) {
 const RAW_OFF: &str = "[[tools]]\nname = \"hello\"\ncommand = [\"echo\", \"hi\"]\ncwd = \"project_root\"\nrisk = \"low\"\n";
 
 #[test]
-fn a_config_with_raw_commands_off_hides_and_refuses_the_shell_tools() {
+fn a_config_with_raw_commands_off_hides_and_refuses_the_shell_tools_and_apply_patch() {
     run(async {
         let s = serve(Some(RAW_OFF), &[], Person::Absent).await;
         let names = s.tool_names().await;
-        for shell in [
+        for raw in [
             "exec_command",
             "write_stdin",
             "list_sessions",
             "kill_session",
+            "apply_patch",
         ] {
             assert!(
-                !names.contains(&shell.to_owned()),
-                "{shell} is listed: {names:?}"
+                !names.contains(&raw.to_owned()),
+                "{raw} is listed: {names:?}"
             );
         }
         assert!(names.contains(&"hello".to_owned()), "{names:?}");
-        assert!(names.contains(&"apply_patch".to_owned()), "{names:?}");
+        let patch = "*** Begin Patch\n*** Add File: made-by-patch.txt\n+x\n*** End Patch\n";
+        let refused = s.call("apply_patch", json!({"input": patch})).await;
+        assert_eq!(refused.is_error, Some(true));
+        assert!(
+            text_of(&refused).contains("raw_commands_disabled"),
+            "{}",
+            text_of(&refused)
+        );
+        assert!(!s.env.work().join("made-by-patch.txt").exists());
         let refused = s
             .call("exec_command", json!({"cmd": "touch made-by-model"}))
             .await;
@@ -238,6 +247,39 @@ fn a_read_only_default_sandbox_keeps_exec_command_from_writing_or_connecting() {
             listener.accept().is_err(),
             "a connection reached the listener"
         );
+    });
+}
+
+#[test]
+fn apply_patch_under_a_read_only_policy_is_refused_and_writes_nothing() {
+    run(async {
+        let s = serve(Some(READ_ONLY), &[], Person::Absent).await;
+        let patch = "*** Begin Patch\n*** Add File: patched.txt\n+x\n*** End Patch\n";
+        let refused = s.call("apply_patch", json!({"input": patch})).await;
+        assert_eq!(refused.is_error, Some(true));
+        let text = text_of(&refused);
+        assert!(text.contains("denied_by_policy"), "{text}");
+        assert!(!s.env.work().join("patched.txt").exists());
+    });
+}
+
+#[test]
+fn apply_patch_cannot_be_pointed_out_of_the_root() {
+    run(async {
+        let s = serve(None, &[], Person::Absent).await;
+        let outside = s.env.root.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let patch = "*** Begin Patch\n*** Add File: planted.txt\n+x\n*** End Patch\n";
+        for workdir in [outside.display().to_string(), "../outside".to_owned()] {
+            let refused = s
+                .call("apply_patch", json!({"input": patch, "workdir": workdir}))
+                .await;
+            assert_eq!(refused.is_error, Some(true), "{workdir}");
+        }
+        assert!(!outside.join("planted.txt").exists());
+        let done = s.call("apply_patch", json!({"input": patch})).await;
+        assert_ne!(done.is_error, Some(true), "{}", text_of(&done));
+        assert!(s.env.work().join("planted.txt").exists());
     });
 }
 

@@ -73,14 +73,19 @@ fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
     sessions.session_config.keep_alive = Some(shared.client_idle_timeout);
     let server = shared.server.clone();
     let per_client = shared.max_sessions_per_client;
+    let sessions = std::sync::Arc::new(sessions::Sessions::new(sessions));
     let service = StreamableHttpService::new(
         move || Ok(server.for_client(per_client)),
-        std::sync::Arc::new(sessions::Sessions::new(sessions)),
+        sessions.clone(),
         config,
     );
     Router::new()
         .route_service(MCP_PATH, service)
         .layer(axum::middleware::from_fn(session_ended_is_200))
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            sessions::unknown_session_delete_is_404,
+        ))
         .layer(axum::middleware::from_fn(
             json_answers::single_answer_as_json,
         ))

@@ -6,6 +6,10 @@
 //! read once and gone from the session) would wait in a cache the client
 //! never asks for. Cancelled, the wait ends having read nothing, the process
 //! goes on, and the client's next `write_stdin` gets the output.
+//!
+//! And a `DELETE` naming a session this server does not hold is 404, as
+//! the transport answers every other request naming one (rmcp would close
+//! nothing and say it did).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -112,6 +116,35 @@ impl SessionManager for Sessions {
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.local.event_store()
     }
+}
+
+/// The header naming the MCP session of a request.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// `DELETE /mcp` with an `Mcp-Session-Id` that names no live session: 404
+/// (the MCP transport's answer for an unknown session), nothing closed.
+pub(crate) async fn unknown_session_delete_is_404(
+    axum::extract::State(sessions): axum::extract::State<Arc<Sessions>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if request.method() == axum::http::Method::DELETE
+        && let Some(id) = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+    {
+        let id: SessionId = id.to_owned().into();
+        if !sessions.has_session(&id).await.unwrap_or(true) {
+            return (
+                axum::http::StatusCode::NOT_FOUND,
+                "Not Found: Session not found",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
 }
 
 /// A request not answered yet.

@@ -15,7 +15,10 @@
 //!   (`{path, exists}`).
 //!
 //! Paths resolve in the same [`Workspace`] as sandboxd-rest's: leaving it
-//! is 403. Errors are `{"message": ...}` as in the original.
+//! is 403. Every file route is planned like a command first
+//! ([`crate::plan::files`]): a policy refusal (raw commands off, a write
+//! under `read-only`) is 403, a name with a line break 400. Errors are
+//! `{"message": ...}` as in the original.
 
 mod run;
 
@@ -36,7 +39,7 @@ use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
 use super::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
-use crate::plan::Dispatcher;
+use crate::plan::{Dispatcher, Door, FileOp, Rejection};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
 use crate::workspace::fs::Node;
@@ -109,6 +112,30 @@ fn refusal(err: &WorkspaceError) -> Response {
 
 fn path_of(path: Option<Path<String>>) -> String {
     path.map(|Path(p)| p).unwrap_or_default()
+}
+
+/// The plan stage's word on `op` over `paths`.
+fn permit(state: &RuntimeState, op: FileOp, paths: &[&str]) -> Result<(), Rejection> {
+    state
+        .dispatcher
+        .planner()
+        .plan_file(op, paths, Door::Listener)
+        .map(|_| ())
+}
+
+/// A refusal of the plan stage as the original refuses: 403, or 400 for a
+/// bad name.
+fn policy_refusal(rejection: &Rejection) -> Response {
+    let status = if rejection.kind == kinds::INVALID_PARAMS {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::FORBIDDEN
+    };
+    (
+        status,
+        Json(json!({"message": rejection.message, "kind": rejection.kind})),
+    )
+        .into_response()
 }
 
 async fn health() -> Json<serde_json::Value> {
@@ -240,6 +267,9 @@ async fn execute(State(state): State<RuntimeState>, body: Bytes) -> Response {
 
 /// `POST /upload`: the `file` part, saved at the path its filename names.
 async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> Response {
+    if let Err(refused) = permit(&state, FileOp::Upload, &[]) {
+        return policy_refusal(&refused);
+    }
     loop {
         let field = match multipart.next_field().await {
             Ok(Some(field)) => field,
@@ -261,6 +291,9 @@ async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> 
             continue;
         }
         let name = field.file_name().unwrap_or_default().to_owned();
+        if let Err(refused) = permit(&state, FileOp::Upload, &[&name]) {
+            return policy_refusal(&refused);
+        }
         let ws = state.workspace.clone();
         let path = name.clone();
         let target = match blocking(move || ws.resolve(&path)).await {
@@ -286,6 +319,9 @@ async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> 
 /// `GET /download/{p}`: the file's bytes; 404 unless it is a file.
 async fn download(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
     let path = path_of(path);
+    if let Err(refused) = permit(&state, FileOp::Read, &[&path]) {
+        return policy_refusal(&refused);
+    }
     let ws = state.workspace.clone();
     match blocking(move || ws.resolve(&path).and_then(|t| ws.open_file(&t))).await {
         Ok((file, size, _)) => (
@@ -304,6 +340,9 @@ async fn download(State(state): State<RuntimeState>, path: Option<Path<String>>)
 /// `GET /list/{p}`: the directory's entries; 404 unless it is a directory.
 async fn list(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
     let path = path_of(path);
+    if let Err(refused) = permit(&state, FileOp::List, &[&path]) {
+        return policy_refusal(&refused);
+    }
     let ws = state.workspace.clone();
     match blocking(move || ws.resolve(&path).and_then(|t| ws.list(&t))).await {
         Ok(entries) => {
@@ -339,6 +378,9 @@ async fn list(State(state): State<RuntimeState>, path: Option<Path<String>>) -> 
 /// `GET /exists/{p}`: `{path, exists}` (a broken link does not exist).
 async fn exists(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
     let path = path_of(path);
+    if let Err(refused) = permit(&state, FileOp::Read, &[&path]) {
+        return policy_refusal(&refused);
+    }
     let ws = state.workspace.clone();
     let shown = path.clone();
     let found = blocking(move || {

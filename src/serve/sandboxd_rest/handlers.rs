@@ -15,6 +15,7 @@ use tokio_util::io::ReaderStream;
 
 use super::super::listen::MAX_BODY_BYTES;
 use super::{ApiError, RestState};
+use crate::plan::{Door, FileOp, FilePermit};
 use crate::workspace::upload::{UploadError, blocking, write_stream};
 use crate::workspace::{Entry, EntryKind, WorkspaceError};
 
@@ -24,6 +25,14 @@ const DEFAULT_FILE_MODE: u32 = 0o644;
 /// `{path}` of `/v1/files/{path}`, decoded; empty for `/v1/files/`.
 fn path_of(path: Option<Path<String>>) -> String {
     path.map(|Path(p)| p).unwrap_or_default()
+}
+
+/// The plan stage's word on `op` over `path`.
+fn permit(state: &RestState, op: FileOp, path: &str) -> Result<FilePermit, ApiError> {
+    Ok(state
+        .dispatcher
+        .planner()
+        .plan_file(op, &[path], Door::Listener)?)
 }
 
 /// RFC 3339 in UTC with whole seconds, as the reference writes it.
@@ -50,6 +59,7 @@ pub(crate) async fn get_file(
     path: Option<Path<String>>,
 ) -> Result<Response, ApiError> {
     let path = path_of(path);
+    permit(&state, FileOp::Read, &path)?;
     let ws = state.workspace.clone();
     let shown = path.clone();
     let opened = blocking(move || {
@@ -143,6 +153,7 @@ pub(crate) async fn put_file(
 ) -> Result<StatusCode, ApiError> {
     let mode = parse_mode(query.mode.as_deref())?;
     let path = path_of(path);
+    permit(&state, FileOp::Write, &path)?;
     let ws = state.workspace.clone();
     let target = blocking(move || ws.resolve(&path)).await?;
     if is_multipart(request.headers()) {
@@ -198,6 +209,7 @@ pub(crate) async fn delete_file(
             .ok_or_else(|| ApiError::invalid(format!("recursive {given:?} must be a boolean")))?,
     };
     let path = path_of(path);
+    permit(&state, FileOp::Remove, &path)?;
     let ws = state.workspace.clone();
     blocking(move || {
         let target = ws.resolve_entry(&path)?;

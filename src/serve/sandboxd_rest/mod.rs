@@ -17,6 +17,10 @@
 //!
 //! `{path}` is percent-decoded (`%2F` included) and resolved in the
 //! [`Workspace`]; leaving it (`..`, a link) is 403 `PERMISSION_DENIED`.
+//! Each operation is planned like a command first
+//! ([`crate::plan::files`]): refused by the policy (raw commands off, a
+//! write under `read-only`) is 403 `PERMISSION_DENIED`, a name with a line
+//! break 400 `INVALID_ARGUMENT`.
 //! Every error is `{"code", "message"}` with the reference's codes.
 
 mod handlers;
@@ -51,6 +55,8 @@ const SENSITIVE_MARKERS: &[&str] = &[
 #[derive(Clone)]
 pub(crate) struct RestState {
     pub(crate) workspace: Workspace,
+    /// The plan stage every file operation asks first.
+    pub(crate) dispatcher: Arc<crate::plan::Dispatcher>,
     pub(crate) metadata_env: Arc<BTreeMap<String, String>>,
     pub(crate) started: Instant,
     pub(crate) shutdown: CancellationToken,
@@ -61,6 +67,7 @@ pub(crate) struct RestState {
 pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
     let state = RestState {
         workspace: Workspace::new(&shared.root),
+        dispatcher: shared.dispatcher.clone(),
         metadata_env: Arc::new(metadata_env(shared.server.env())),
         started: Instant::now(),
         shutdown: shared.shutdown.clone(),
@@ -148,6 +155,19 @@ impl From<WorkspaceError> for ApiError {
             WorkspaceError::Io { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL"),
         };
         Self::new(status, code, err.to_string())
+    }
+}
+
+impl From<crate::plan::Rejection> for ApiError {
+    fn from(rejection: crate::plan::Rejection) -> Self {
+        if rejection.kind == crate::registry::kinds::INVALID_PARAMS {
+            return Self::invalid(rejection.message);
+        }
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            rejection.message,
+        )
     }
 }
 

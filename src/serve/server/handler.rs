@@ -109,7 +109,7 @@ impl ServerHandler for AgentReachServer {
         let name = request.name.to_string();
         let args = request.arguments;
         let builtin = tools::BUILTIN_NAMES.contains(&name.as_str());
-        if !self.inner.raw_commands && tools::SHELL_TOOLS.contains(&name.as_str()) {
+        if !self.inner.raw_commands && tools::RAW_TOOLS.contains(&name.as_str()) {
             self.inner.metrics.record_call(&name);
             self.inner
                 .metrics

@@ -102,7 +102,7 @@ impl AgentReachServer {
         let raw_commands = dispatcher.planner().policy().allow_raw_commands;
         let mut all_tools: Vec<Tool> = tools::builtin_tools()
             .into_iter()
-            .filter(|t| raw_commands || !tools::SHELL_TOOLS.contains(&t.name.as_ref()))
+            .filter(|t| raw_commands || !tools::RAW_TOOLS.contains(&t.name.as_ref()))
             .collect();
         let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
         let registry = RegistryTools::new(dispatcher.clone(), &builtin);

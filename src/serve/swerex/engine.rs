@@ -86,7 +86,9 @@ fn request(
     replace_env: Option<&BTreeMap<String, String>>,
 ) -> Request {
     let mut request = Request::command(argv);
-    request.workdir = cwd;
+    // Without a `cwd`, the server's own directory, as the original's
+    // subprocess (the root's when that is outside the root).
+    request.workdir = cwd.or_else(|| Some(super::files::base_dir(&shared.root)));
     // The original passes output on as the command wrote it.
     request.keep_blanks = true;
     match replace_env {

@@ -3,49 +3,179 @@
 //! `errors`, parents made on write, `unzip` into a directory) and its
 //! Python exceptions on failure.
 //!
-//! Paths are the client's: relative ones are taken from `--root`. Where
-//! the operator allows raw commands a client can already write anywhere
-//! the server may, so the file routes go anywhere too, as the original's;
-//! where raw commands are off they are confined to `--root`.
+//! Every route is a file operation planned like a command (see
+//! [`crate::plan::files`]): refused where raw commands are, a write refused
+//! under a `read-only` policy, names with line breaks refused. Paths are
+//! the client's, absolute as in the original (the `swerex-remote`
+//! personality serves with root `/` unless `--root` says otherwise);
+//! relative ones are taken from the server's working directory when it is
+//! inside the root, else from the root. Whatever a path names must lie
+//! under `--root`: it is resolved in the [`Workspace`] (no `..` or link
+//! leading out), and every write lands through a pending write (temporary
+//! file beside the destination, renamed into place when complete).
+//!
+//! An upload is spooled to an unnamed temporary file as it arrives
+//! ([`Spool`]), never held in memory; the kernel frees it whatever happens.
 
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use axum::body::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio_stream::{Stream, StreamExt};
 
 use super::error::{PyClass, SwerexError};
 use super::model::{ReadFile, WriteFile};
+use crate::plan::{Door, FileOp, FilePermit, Rejection};
+use crate::registry::kinds;
 use crate::serve::listen::Shared;
+use crate::workspace::fs::Node;
+use crate::workspace::upload::blocking;
+use crate::workspace::{Target, Workspace, WorkspaceError};
 
 /// The file name an upload without one is saved under in a directory.
 const UPLOAD_FILE_NAME: &str = "temp_file_transfer";
+/// The permission bits of a file the routes create (Python's `open` under
+/// the usual umask 022).
+pub(crate) const NEW_FILE_MODE: u32 = 0o644;
 
-/// Where a client's path points, under the policy.
-fn resolve(shared: &Shared, path: &str) -> Result<PathBuf, SwerexError> {
-    let given = Path::new(path);
-    if shared.dispatcher.registry().settings.allow_raw_commands {
-        return Ok(if given.is_absolute() {
+/// The file routes' view of the server: its workspace and where relative
+/// paths start.
+#[derive(Debug, Clone)]
+pub(crate) struct Files {
+    workspace: Workspace,
+    base: PathBuf,
+}
+
+impl Files {
+    /// The workspace at `--root`.
+    pub(crate) fn new(root: &Path) -> Self {
+        let workspace = Workspace::new(root);
+        let base = base_dir(workspace.root());
+        Self { workspace, base }
+    }
+
+    /// The client's `path` resolved in the workspace; a path outside the
+    /// root is a `PermissionError`, as the kernel would say it.
+    fn target(&self, path: &str) -> Result<Target, SwerexError> {
+        let given = Path::new(path);
+        let absolute = if given.is_absolute() {
             given.to_path_buf()
         } else {
-            shared.root.join(given)
-        });
+            self.base.join(given)
+        };
+        if !absolute.starts_with(self.workspace.root()) {
+            return Err(py_error(
+                WorkspaceError::Escapes {
+                    path: path.to_owned(),
+                },
+                path,
+            ));
+        }
+        self.workspace
+            .resolve(&absolute.to_string_lossy())
+            .map(|mut target| {
+                target.shown = path.to_owned();
+                target
+            })
+            .map_err(|e| py_error(e, path))
     }
-    let root = shared
-        .root
-        .canonicalize()
-        .unwrap_or_else(|_| shared.root.clone());
-    crate::workspace::locate(&root, &root, given).map_err(|e| {
-        SwerexError::raise(
+}
+
+/// Where relative paths (and commands without a `cwd`) start: the server's
+/// working directory when it is inside the root (the original's
+/// behaviour), else the root.
+pub(crate) fn base_dir(root: &Path) -> PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|d| d.canonicalize().ok())
+        .filter(|d| d.starts_with(root))
+        .unwrap_or_else(|| root.to_path_buf())
+}
+
+/// The plan stage's word on `op` over `paths` at this door.
+pub(crate) fn permit(
+    shared: &Shared,
+    op: FileOp,
+    paths: &[&str],
+) -> Result<FilePermit, SwerexError> {
+    shared
+        .dispatcher
+        .planner()
+        .plan_file(op, paths, Door::Listener)
+        .map_err(refused)
+}
+
+/// A refusal of the plan stage: a bad name is the client's `ValueError`
+/// (511, re-raised), a policy refusal the listener's 403.
+pub(crate) fn refused(rejection: Rejection) -> SwerexError {
+    if rejection.kind == kinds::INVALID_PARAMS {
+        return SwerexError::raise(PyClass::Value, rejection.message);
+    }
+    SwerexError::Refused {
+        kind: rejection.kind,
+        message: rejection.message,
+    }
+}
+
+/// A workspace error as the Python exception `open()` would raise.
+pub(crate) fn py_error(err: WorkspaceError, shown: &str) -> SwerexError {
+    let os = |errno: i32| SwerexError::io(&std::io::Error::from_raw_os_error(errno), shown);
+    match err {
+        WorkspaceError::Escapes { .. } => SwerexError::raise(
             PyClass::Permission,
             format!(
-                "[Errno 13] Permission denied: {}: {e}",
-                super::pyrepr::string(path)
+                "[Errno 13] Permission denied: {}: the path leaves the server's root",
+                super::pyrepr::string(shown)
             ),
-        )
-    })
+        ),
+        WorkspaceError::Denied { .. } => os(libc::EACCES),
+        WorkspaceError::NotFound { .. } => os(libc::ENOENT),
+        WorkspaceError::IsDirectory { .. } => os(libc::EISDIR),
+        WorkspaceError::NotEmpty { .. } => os(libc::ENOTEMPTY),
+        WorkspaceError::Root => os(libc::EBUSY),
+        WorkspaceError::Invalid { why, .. } => SwerexError::raise(
+            PyClass::Os,
+            format!("{}: {why}", super::pyrepr::string(shown)),
+        ),
+        WorkspaceError::Io { source, .. } => SwerexError::io(&source, shown),
+    }
+}
+
+/// Blocking workspace work off the async threads, its failure a Python
+/// exception.
+async fn off_thread<T, F>(work: F) -> Result<T, SwerexError>
+where
+    F: FnOnce() -> Result<T, SwerexError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| SwerexError::Internal(format!("the file work failed: {e}")))?
 }
 
 /// `Path(path).read_text(encoding, errors)`.
-pub(crate) fn read_file(shared: &Shared, request: &ReadFile) -> Result<String, SwerexError> {
-    let path = resolve(shared, &request.path)?;
-    let bytes = std::fs::read(&path).map_err(|e| SwerexError::io(&e, &request.path))?;
+pub(crate) async fn read_file(
+    shared: &Shared,
+    files: &Files,
+    request: ReadFile,
+) -> Result<String, SwerexError> {
+    permit(shared, FileOp::Read, &[&request.path])?;
+    let files = files.clone();
+    let path = request.path.clone();
+    let bytes = off_thread(move || {
+        let target = files.target(&path)?;
+        let (mut file, size, _) = files
+            .workspace
+            .open_file(&target)
+            .map_err(|e| py_error(e, &path))?;
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.read_to_end(&mut bytes)
+            .map_err(|e| SwerexError::io(&e, &path))?;
+        Ok(bytes)
+    })
+    .await?;
     let text = decode(
         &bytes,
         request.encoding.as_deref(),
@@ -55,50 +185,177 @@ pub(crate) fn read_file(shared: &Shared, request: &ReadFile) -> Result<String, S
     Ok(text.replace("\r\n", "\n").replace('\r', "\n"))
 }
 
-/// `Path(path).parent.mkdir(parents=True)` then `write_text(content)`.
-pub(crate) fn write_file(shared: &Shared, request: &WriteFile) -> Result<(), SwerexError> {
-    let path = resolve(shared, &request.path)?;
-    make_parent(&path, &request.path)?;
-    std::fs::write(&path, request.content.as_bytes())
-        .map_err(|e| SwerexError::io(&e, &request.path))
+/// `Path(path).parent.mkdir(parents=True)` then `write_text(content)`; an
+/// existing file keeps its permission bits.
+pub(crate) async fn write_file(
+    shared: &Shared,
+    files: &Files,
+    request: WriteFile,
+) -> Result<(), SwerexError> {
+    permit(shared, FileOp::Write, &[&request.path])?;
+    let files = files.clone();
+    off_thread(move || {
+        let path = request.path.as_str();
+        let target = files.target(path)?;
+        let mode = existing_mode(&files.workspace, &target).unwrap_or(NEW_FILE_MODE);
+        let mut pending = files
+            .workspace
+            .begin_write(&target, mode)
+            .map_err(|e| py_error(e, path))?;
+        let mut file = pending
+            .take_file()
+            .ok_or_else(|| SwerexError::Internal("the pending write has no file".to_owned()))?;
+        file.write_all(request.content.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|e| SwerexError::io(&e, path))?;
+        drop(file);
+        pending.commit().map_err(|e| py_error(e, path))
+    })
+    .await
 }
 
-/// `/upload`: the bytes saved at `target_path`, or unzipped into it.
-pub(crate) fn upload(
+/// The permission bits of the regular file `target`, if there is one.
+fn existing_mode(workspace: &Workspace, target: &Target) -> Option<u32> {
+    let (file, _, _) = workspace.open_file(target).ok()?;
+    Some(file.metadata().ok()?.permissions().mode() & 0o7777)
+}
+
+/// An upload's bytes, spooled to an unnamed temporary file as they arrive
+/// (`O_TMPFILE` where the kernel has it): never in memory, and gone with
+/// the last handle whatever happens, a killed server included.
+#[derive(Debug)]
+pub(crate) struct Spool {
+    file: std::fs::File,
+    len: u64,
+}
+
+impl Spool {
+    /// Writes `body` to a new spool file, at most `limit` bytes.
+    pub(crate) async fn fill<S, E>(mut body: S, limit: usize) -> Result<Self, SwerexError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let spool_error =
+            |e: std::io::Error| SwerexError::Internal(format!("cannot spool the upload: {e}"));
+        let file = blocking(|| {
+            tempfile::tempfile().map_err(|source| WorkspaceError::Io {
+                path: String::new(),
+                source,
+            })
+        })
+        .await
+        .map_err(|e| SwerexError::Internal(format!("cannot spool the upload: {e}")))?;
+        let mut file = tokio::fs::File::from_std(file);
+        let mut len: u64 = 0;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| {
+                super::error::invalid(
+                    "value_error",
+                    &["body", "file"],
+                    &e.to_string(),
+                    &serde_json::Value::Null,
+                )
+            })?;
+            len += chunk.len() as u64;
+            if len > limit as u64 {
+                return Err(SwerexError::raise(
+                    PyClass::Value,
+                    format!("the upload is larger than the limit of {limit} bytes"),
+                ));
+            }
+            file.write_all(&chunk).await.map_err(spool_error)?;
+        }
+        file.flush().await.map_err(spool_error)?;
+        let mut file = file.into_std().await;
+        file.rewind().map_err(spool_error)?;
+        Ok(Self { file, len })
+    }
+
+    /// How many bytes it holds.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The file, at its start.
+    pub(crate) fn into_file(self) -> std::fs::File {
+        self.file
+    }
+}
+
+/// `/upload`: the spooled bytes saved at `target_path` (inside it, under
+/// the client's file name, when it is a directory), or unzipped into it.
+pub(crate) async fn upload(
     shared: &Shared,
-    target_path: &str,
-    file_name: Option<&str>,
-    bytes: &[u8],
+    files: &Files,
+    target_path: String,
+    file_name: Option<String>,
+    spool: Spool,
     unzip: bool,
 ) -> Result<(), SwerexError> {
-    let target = resolve(shared, target_path)?;
-    make_parent(&target, target_path)?;
-    if unzip {
-        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| {
-            SwerexError::raise(PyClass::SwerexException, format!("zipfile.BadZipFile: {e}"))
-        })?;
-        return archive.extract(&target).map_err(|e| match e {
-            zip::result::ZipError::Io(io) => SwerexError::io(&io, target_path),
-            other => SwerexError::raise(PyClass::SwerexException, format!("zipfile: {other}")),
-        });
-    }
-    let destination = if target.is_dir() {
-        let name = file_name
-            .and_then(|n| Path::new(n).file_name())
-            .map_or_else(|| UPLOAD_FILE_NAME.into(), |n| n.to_os_string());
-        target.join(name)
-    } else {
-        target
-    };
-    std::fs::write(&destination, bytes).map_err(|e| SwerexError::io(&e, target_path))
+    let op = if unzip { FileOp::Unzip } else { FileOp::Upload };
+    let mut names = vec![target_path.as_str()];
+    names.extend(file_name.as_deref());
+    let permit = permit(shared, op, &names)?;
+    let files = files.clone();
+    off_thread(move || {
+        if unzip {
+            return super::unzip::extract(&files, permit, &target_path, spool);
+        }
+        let target = files.target(&target_path)?;
+        let into_dir = matches!(files.workspace.node(&target), Ok(Node::Directory));
+        let (target, shown) = if into_dir {
+            let name = file_name
+                .as_deref()
+                .and_then(|n| Path::new(n).file_name())
+                .map_or_else(
+                    || UPLOAD_FILE_NAME.to_owned(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
+            let inside = Path::new(&target_path).join(&name);
+            let shown = inside.to_string_lossy().into_owned();
+            (files.target(&shown)?, shown)
+        } else {
+            (target, target_path.clone())
+        };
+        save(&files, &target, &shown, spool.file, NEW_FILE_MODE)
+    })
+    .await
 }
 
-fn make_parent(path: &Path, shown: &str) -> Result<(), SwerexError> {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => {
-            std::fs::create_dir_all(parent).map_err(|e| SwerexError::io(&e, shown))
-        }
-        _ => Ok(()),
+/// Copies `contents` into `target` through a pending write: complete and
+/// synced, or not there at all.
+pub(crate) fn save(
+    files: &Files,
+    target: &Target,
+    shown: &str,
+    mut contents: impl Read,
+    mode: u32,
+) -> Result<(), SwerexError> {
+    let mut pending = files
+        .workspace
+        .begin_write(target, mode)
+        .map_err(|e| py_error(e, shown))?;
+    let mut file = pending
+        .take_file()
+        .ok_or_else(|| SwerexError::Internal("the pending write has no file".to_owned()))?;
+    std::io::copy(&mut contents, &mut file)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| SwerexError::io(&e, shown))?;
+    drop(file);
+    pending.commit().map_err(|e| py_error(e, shown))
+}
+
+impl Files {
+    /// The workspace.
+    pub(crate) fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// `target` for a path the server builds (an archive entry under the
+    /// client's target): confined like a client's path.
+    pub(crate) fn resolve(&self, path: &str) -> Result<Target, SwerexError> {
+        self.target(path)
     }
 }
 

@@ -8,9 +8,11 @@
 //! `/run_in_session`, `/close_session`, `/execute`, `/read_file`,
 //! `/write_file`, `/upload`, `/close`. Every route needs `X-API-Key` when a
 //! token is set (403 without one, 401 for a wrong one, as the original's
-//! tests expect); runtime failures are the 511 transfers of [`error`]; an
-//! `X-Request-ID` seen last gets the last answer again, as the original's
-//! retry cache does. Sessions are bash on our engine ([`session`]); one-shot
+//! tests expect); runtime failures are the 511 transfers of [`error`]; a
+//! retry of the last request (its `X-Request-ID`, from the same caller to
+//! the same route with the same body) gets the last answer again, as the
+//! original's retry cache does. The file routes are planned like commands
+//! and confined to `--root` ([`files`]; archives within [`unzip`]'s bounds). Sessions are bash on our engine ([`session`]); one-shot
 //! commands go through the same seam ([`engine`]).
 
 mod engine;
@@ -21,6 +23,7 @@ pub(crate) mod personality;
 mod protocol;
 mod pyrepr;
 mod session;
+mod unzip;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,6 +44,7 @@ use self::model::{Action, CommandLine};
 use self::session::BashSession;
 use super::listen::{MAX_BODY_BYTES, Shared};
 use crate::exec::Execution;
+use crate::plan::FileOp;
 
 /// The header carrying the token.
 const API_KEY_HEADER: &str = "x-api-key";
@@ -59,9 +63,12 @@ struct Entry {
     session: tokio::sync::Mutex<Option<BashSession>>,
 }
 
-/// The last answer, for a retry with the same `X-Request-ID`.
+/// The last answer, for a retry of the same request: same `X-Request-ID`,
+/// from the same caller (the key it presented), to the same route with the
+/// same body. Another client reusing an id never gets this one's answer.
 struct Replay {
     id: String,
+    key: u64,
     status: StatusCode,
     content_type: Option<HeaderValue>,
     body: Bytes,
@@ -70,6 +77,9 @@ struct Replay {
 /// What every request of the listener shares.
 struct SwerexState {
     shared: Shared,
+    files: files::Files,
+    /// Keys the fingerprints of replayed requests (random per process).
+    replay_keys: std::hash::RandomState,
     sessions: Mutex<HashMap<String, Arc<Entry>>>,
     last: Mutex<Option<Replay>>,
 }
@@ -112,7 +122,10 @@ async fn close_entry(entry: &Entry) {
 /// Serves the SWE-ReX API on `listener` until `shared.shutdown`; every
 /// session is killed before it returns.
 pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+    session::sweep_stale_dirs();
     let state = Arc::new(SwerexState {
+        files: files::Files::new(&shared.root),
+        replay_keys: std::hash::RandomState::new(),
         shared: shared.clone(),
         sessions: Mutex::new(HashMap::new()),
         last: Mutex::new(None),
@@ -178,21 +191,57 @@ async fn authenticate(
     }
 }
 
-/// A retry of the last request (same `X-Request-ID`) gets its answer again
-/// instead of running twice. As in the original, exception answers (511)
-/// are not kept.
+/// The largest request body the retry cache reads to fingerprint it;
+/// larger ones (uploads) run again on a retry instead of being buffered.
+const REPLAY_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A retry of the last request (same `X-Request-ID`, same caller, route and
+/// body) gets its answer again instead of running twice. As in the
+/// original, exception answers (511) are not kept.
 async fn replay(State(state): State<Arc<SwerexState>>, request: Request, next: Next) -> Response {
     let id = request
         .headers()
         .get(REQUEST_ID_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if let Some(id) = &id {
+    let small = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(request.method() == axum::http::Method::GET, |n| {
+            n <= REPLAY_MAX_BODY_BYTES
+        });
+    let (Some(id), true) = (id, small) else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, REPLAY_MAX_BODY_BYTES).await else {
+        return detail(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the request body is too large",
+        );
+    };
+    let key = {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut hasher = state.replay_keys.build_hasher();
+        parts
+            .headers
+            .get(API_KEY_HEADER)
+            .map(HeaderValue::as_bytes)
+            .hash(&mut hasher);
+        parts.method.as_str().hash(&mut hasher);
+        parts.uri.path().hash(&mut hasher);
+        parts.uri.query().hash(&mut hasher);
+        body.hash(&mut hasher);
+        hasher.finish()
+    };
+    {
         let last = state
             .last
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(replay) = last.as_ref().filter(|r| &r.id == id) {
+        if let Some(replay) = last.as_ref().filter(|r| r.id == id && r.key == key) {
             let mut response = (replay.status, replay.body.clone()).into_response();
             if let Some(ct) = &replay.content_type {
                 response
@@ -202,10 +251,9 @@ async fn replay(State(state): State<Arc<SwerexState>>, request: Request, next: N
             return response;
         }
     }
-    let response = next.run(request).await;
-    let Some(id) = id else {
-        return response;
-    };
+    let response = next
+        .run(Request::from_parts(parts, axum::body::Body::from(body)))
+        .await;
     if response.status().as_u16() == error::SWEREX_EXCEPTION_STATUS {
         return response;
     }
@@ -221,6 +269,7 @@ async fn replay(State(state): State<Arc<SwerexState>>, request: Request, next: N
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Replay {
         id,
+        key,
         status: parts.status,
         content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),
         body: body.clone(),
@@ -412,18 +461,22 @@ async fn execute(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
 
 async fn read_file(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
     let request: model::ReadFile = model::parse(&body, None)?;
-    let content = files::read_file(&state.shared, &request)?;
+    let content = files::read_file(&state.shared, &state.files, request).await?;
     Ok(axum::Json(json!({ "content": content })))
 }
 
 async fn write_file(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
     let request: model::WriteFile = model::parse(&body, None)?;
-    files::write_file(&state.shared, &request)?;
+    files::write_file(&state.shared, &state.files, request).await?;
     Ok(axum::Json(json!({})))
 }
 
+/// `/upload`: the `file` part spooled to disk as it arrives (never held in
+/// memory), then saved or unzipped at `target_path`. The policy is asked
+/// before the body is read.
 async fn upload(State(state): State<Arc<SwerexState>>, mut form: Multipart) -> Answer {
-    let mut file: Option<(Option<String>, Bytes)> = None;
+    files::permit(&state.shared, FileOp::Upload, &[])?;
+    let mut file: Option<(Option<String>, files::Spool)> = None;
     let mut target_path = None;
     let mut unzip = false;
     let bad_form = |e: axum::extract::multipart::MultipartError| {
@@ -433,7 +486,7 @@ async fn upload(State(state): State<Arc<SwerexState>>, mut form: Multipart) -> A
         match field.name() {
             Some("file") => {
                 let name = field.file_name().map(str::to_owned);
-                file = Some((name, field.bytes().await.map_err(bad_form)?));
+                file = Some((name, files::Spool::fill(field, MAX_BODY_BYTES).await?));
             }
             Some("target_path") => target_path = Some(field.text().await.map_err(bad_form)?),
             Some("unzip") => {
@@ -448,9 +501,9 @@ async fn upload(State(state): State<Arc<SwerexState>>, mut form: Multipart) -> A
     }
     let missing =
         |field: &str| invalid("missing", &["body", field], "Field required", &Value::Null);
-    let (name, bytes) = file.ok_or_else(|| missing("file"))?;
+    let (name, spool) = file.ok_or_else(|| missing("file"))?;
     let target_path = target_path.ok_or_else(|| missing("target_path"))?;
-    files::upload(&state.shared, &target_path, name.as_deref(), &bytes, unzip)?;
+    files::upload(&state.shared, &state.files, target_path, name, spool, unzip).await?;
     Ok(axum::Json(json!({})))
 }
 

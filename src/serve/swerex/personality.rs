@@ -5,6 +5,8 @@
 //!
 //! Like the original it needs `--auth-token`, except on a loopback host
 //! (where `serve`'s own exposure rule lets a listener go without one).
+//! Its root is `/` unless `--root DIR` says otherwise, so the original's
+//! absolute paths keep working; file routes are confined to it.
 
 use std::ffi::OsString;
 
@@ -20,6 +22,9 @@ use crate::serve::listen::auth::TOKEN_VAR;
 pub(crate) const DEFAULT_HOST: &str = "0.0.0.0";
 /// `--port` when not given, as the original.
 pub(crate) const DEFAULT_PORT: u16 = 8000;
+/// `--root` when not given: the whole file system, so the original's
+/// clients, which send absolute paths, keep working.
+pub(crate) const DEFAULT_ROOT: &str = "/";
 
 /// The original's flags.
 #[derive(Debug, Parser)]
@@ -39,6 +44,10 @@ struct SwerexRemoteArgs {
     /// unless the host is loopback.
     #[arg(long, value_name = "TOKEN")]
     auth_token: Option<String>,
+    /// The directory every file route and command is confined to (default
+    /// `/`: clients use absolute paths, as with the original).
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_ROOT)]
+    root: std::path::PathBuf,
 }
 
 /// `serve`'s flags, parsed from the argv it would be given.
@@ -93,8 +102,14 @@ pub(crate) fn main(mut ctx: ProcessContext) -> i32 {
         Some(token) => ctx.env.insert(TOKEN_VAR.into(), token.into()),
         None => ctx.env.remove(std::ffi::OsStr::new(TOKEN_VAR)),
     };
-    let serve = match ServeOnly::try_parse_from(["serve".to_owned(), "--listen".to_owned(), listen])
-    {
+    let serve_argv: [OsString; 5] = [
+        "serve".into(),
+        "--listen".into(),
+        listen.into(),
+        "--root".into(),
+        args.root.into_os_string(),
+    ];
+    let serve = match ServeOnly::try_parse_from(serve_argv) {
         Ok(parsed) => parsed.serve,
         Err(e) => {
             eprintln!("swerex-remote: {e}");
@@ -114,6 +129,7 @@ mod tests {
         assert_eq!(args.host, "0.0.0.0");
         assert_eq!(args.port, 8000);
         assert_eq!(args.auth_token, None);
+        assert_eq!(args.root, std::path::PathBuf::from("/"));
         let args = SwerexRemoteArgs::try_parse_from([
             "swerex-remote",
             "--host",

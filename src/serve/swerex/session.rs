@@ -62,11 +62,60 @@ impl Observation {
     }
 }
 
+/// How a session's private directory is named in the temporary
+/// directory, before the owning server's pid and a random part.
+const SESSION_DIR_PREFIX: &str = "agent-reach-swerex-";
+
 /// The session's private directory (rc file, command, status); removed
-/// when the session goes.
+/// when the session goes. Named after the server's pid, so a server killed
+/// before it could remove it leaves what [`sweep_stale_dirs`] finds.
 #[derive(Debug)]
 struct SessionDirGuard {
     _dir: tempfile::TempDir,
+}
+
+/// The pid a session directory's name says owns it.
+fn owner_of(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix(SESSION_DIR_PREFIX)?;
+    let (pid, random) = rest.split_once('-')?;
+    if random.is_empty() {
+        return None;
+    }
+    pid.parse().ok().filter(|&pid| pid > 0)
+}
+
+/// Removes the session directories of servers that are gone (killed
+/// before they could): ours by uid, their owning pid dead. Called when the
+/// listener starts.
+pub(crate) fn sweep_stale_dirs() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = std::env::temp_dir();
+    let Ok(entries) = std::fs::read_dir(&tmp) else {
+        return;
+    };
+    let uid = nix::unistd::geteuid().as_raw();
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(owner_of) else {
+            continue;
+        };
+        let alive = !matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if !alive && ours {
+            let path = entry.path();
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    tracing::info!(dir = %path.display(), pid, "removed the session directory of a server that died")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a dead server's session directory")
+                }
+            }
+        }
+    }
 }
 
 /// A live bash session.
@@ -94,7 +143,7 @@ impl BashSession {
     ) -> Result<(Self, String), SwerexError> {
         let bash = find_bash(shared)?;
         let dir = tempfile::Builder::new()
-            .prefix("agent-reach-swerex-")
+            .prefix(&format!("{SESSION_DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| SwerexError::Internal(format!("cannot make a session directory: {e}")))?;
         let protocol = ShellProtocol::new(dir.path(), &bash, &nonce())
@@ -569,5 +618,14 @@ mod tests {
         assert_eq!(a.len(), 16);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, nonce());
+    }
+
+    #[test]
+    fn a_session_directory_names_its_owner() {
+        assert_eq!(owner_of("agent-reach-swerex-4242-aB3dE9"), Some(4242));
+        assert_eq!(owner_of("agent-reach-swerex-aB3dE9"), None);
+        assert_eq!(owner_of("agent-reach-swerex-0-x"), None);
+        assert_eq!(owner_of("agent-reach-swerex-12-"), None);
+        assert_eq!(owner_of("other-12-x"), None);
     }
 }

@@ -19,8 +19,16 @@ pub(crate) const WRITE_STDIN: &str = "write_stdin";
 pub(crate) const LIST_SESSIONS: &str = "list_sessions";
 pub(crate) const KILL_SESSION: &str = "kill_session";
 pub(crate) const APPLY_PATCH: &str = "apply_patch";
-/// The shell tools: raw commands, served only where the policy allows them.
-pub(crate) const SHELL_TOOLS: [&str; 4] = [EXEC_COMMAND, WRITE_STDIN, LIST_SESSIONS, KILL_SESSION];
+/// The tools that do what a raw command does (the shell tools, and
+/// `apply_patch`, a file write the caller writes itself): neither listed
+/// nor served where the policy refuses raw commands.
+pub(crate) const RAW_TOOLS: [&str; 5] = [
+    EXEC_COMMAND,
+    WRITE_STDIN,
+    LIST_SESSIONS,
+    KILL_SESSION,
+    APPLY_PATCH,
+];
 /// The built-in tools' names; a registry tool cannot take one of them.
 pub(crate) const BUILTIN_NAMES: [&str; 5] = [
     EXEC_COMMAND,
