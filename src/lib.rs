@@ -12,6 +12,7 @@ pub(crate) mod context;
 pub mod dispatch;
 pub mod exec;
 pub(crate) mod exit_code;
+pub(crate) mod gate;
 pub(crate) mod kernel_file;
 pub(crate) mod logging;
 pub mod output;

@@ -10,6 +10,7 @@ mod exec_api;
 pub mod exec_json;
 mod exit_codes;
 mod file_policy;
+mod gate;
 #[cfg(target_os = "linux")]
 mod hidden_secrets;
 mod limits;

@@ -97,6 +97,20 @@ fn no_delay(stream: &mut TcpStream) {
     }
 }
 
+/// `app` with the gate (`crate::gate`) in front of every route: the one
+/// admission every HTTP door's requests pass, whatever the door.
+pub(crate) fn gated(listener: &TcpListener, shared: &Shared, app: axum::Router) -> axum::Router {
+    let local = listener
+        .local_addr()
+        .unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let gate = crate::gate::Gate::new(
+        local,
+        &shared.allowed_hosts,
+        crate::gate::DoorRules::default(),
+    );
+    crate::gate::guard(app, gate)
+}
+
 /// Binds every listener first (so a port in use fails the start before
 /// anything is served), then serves them all until `shared.shutdown` is
 /// cancelled or one of them fails.
@@ -112,6 +126,17 @@ pub(crate) async fn serve_all(specs: &[ListenSpec], shared: Shared) -> Result<()
             })?;
         let local = listener.local_addr().unwrap_or(spec.addr);
         tracing::info!(protocol = %spec.protocol, addr = %local, "listening");
+        if !shared.auth.is_required() {
+            tracing::warn!(
+                protocol = %spec.protocol,
+                addr = %local,
+                "no token: any program on this machine (any user) can drive this listener; give --token-file FILE or $AGENT_REACH_TOKEN"
+            );
+            eprintln!(
+                "agent-reach serve: warning: {} on {local} has no token: any program on this machine can drive it",
+                spec.protocol
+            );
+        }
         bound.push((spec.protocol, local, listener));
     }
     let mut tasks = tokio::task::JoinSet::new();

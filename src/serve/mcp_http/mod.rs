@@ -4,13 +4,12 @@
 //! by `Mcp-Session-Id`, `DELETE` to end one, SSE for progress, keep-alive
 //! pings; a call answered at once goes back as JSON, [`json_answers`]);
 //! this module mounts it under axum behind the bearer token, gives
-//! it the `Host`/`Origin` lists of [`hosts`], and answers `GET /healthz`
+//! it the `Host`/`Origin` lists of [`crate::gate::hosts`], and answers `GET /healthz`
 //! without a token. Every MCP session gets its own handler from the factory:
 //! a clone of the one server (one table, registry, scheduler, metrics) with
 //! a client seat of its own, so it sees only the sessions it started and
 //! they die with it (`DELETE`, `--client-idle-timeout`, shutdown).
 
-pub(crate) mod hosts;
 mod json_answers;
 pub(crate) mod sessions;
 
@@ -23,6 +22,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
 use super::listen::{MAX_BODY_BYTES, Shared, auth};
+use crate::gate::hosts;
 
 /// The path the MCP endpoint is served at.
 pub(crate) const MCP_PATH: &str = "/mcp";
@@ -40,7 +40,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let app = router(local, &shared);
+    let app = super::listen::gated(&listener, &shared, router(local, &shared));
     tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
     let shutdown = shared.shutdown.clone();
     axum::serve(super::listen::accepting(listener), app)

@@ -87,6 +87,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         .fallback(|| async { message(StatusCode::NOT_FOUND, "Not Found".to_owned()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state);
+    let app = super::listen::gated(&listener, &shared, app);
     axum::serve(super::listen::accepting(listener), app)
         .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
         .await

@@ -72,7 +72,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         started: Instant::now(),
         shutdown: shared.shutdown.clone(),
     };
-    let app = router(state, shared.auth.clone());
+    let app = super::listen::gated(&listener, &shared, router(state, shared.auth.clone()));
     axum::serve(super::listen::accepting(listener), app)
         .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
         .await

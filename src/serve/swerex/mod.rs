@@ -130,7 +130,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         sessions: Mutex::new(HashMap::new()),
         last: Mutex::new(None),
     });
-    let app = router(state.clone());
+    let app = super::listen::gated(&listener, &shared, router(state.clone()));
     let shutdown = shared.shutdown.clone();
     let closing = state.clone();
     let server =
