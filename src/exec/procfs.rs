@@ -234,9 +234,19 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        let stats: Vec<_> = all_pids().into_iter().filter_map(stat).collect();
-        let by_value = pids_by_value("AR_PROCFS_TEST_TAG", &stats);
-        assert_eq!(by_value.get(&b"tag-7"[..]), Some(&vec![pid]));
+        // Polled, bounded: under a loaded parallel run one pass may miss
+        // the child (its stat or environ not readable yet).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let found = loop {
+            let stats: Vec<_> = all_pids().into_iter().filter_map(stat).collect();
+            let by_value = pids_by_value("AR_PROCFS_TEST_TAG", &stats);
+            let found = by_value.get(&b"tag-7"[..]).cloned();
+            if found.is_some() || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(found, Some(vec![pid]));
         child.kill().unwrap();
         child.wait().unwrap();
     }
