@@ -98,24 +98,32 @@ pub(crate) fn owner_pid(name: &str) -> Option<i32> {
         .ok()
 }
 
+/// The directories under `base` named after an agent-reach process
+/// ([`owner_pid`]) that is no longer alive.
+pub(crate) fn dead_owners_dirs(base: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(base) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(owner_pid)
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .map(|entry| entry.path())
+        .collect()
+}
+
 /// Once per process: cgroups left by an agent-reach that died without
 /// cleaning up (SIGKILL) are emptied, killing what still runs in them
 /// (escapees of its commands), and removed.
 fn remove_stale_once(base: &Path) {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let Ok(entries) = fs::read_dir(base) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(owner_pid) else {
-                continue;
-            };
-            if Path::new(&format!("/proc/{pid}")).exists() {
-                continue;
-            }
-            let dir = entry.path();
+        for dir in dead_owners_dirs(base) {
             let _ = fs::write(dir.join("cgroup.kill"), b"1");
             for _ in 0..20 {
                 if fs::remove_dir(&dir).is_ok() {

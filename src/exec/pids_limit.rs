@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use super::cgroup::{CgroupGuard, owner_pid};
+use super::cgroup::{CgroupGuard, dead_owners_dirs};
 
 /// Names of our v1 cgroups, as those of cgroup v2: then the session tag.
 const PREFIX: &str = "agent-reach-";
@@ -204,17 +204,8 @@ pub(crate) fn v1_pids_path(cgroups: &str) -> Option<&str> {
 fn remove_stale_once(base: &Path) {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let Ok(entries) = fs::read_dir(base) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(owner_pid) else {
-                continue;
-            };
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = fs::remove_dir(entry.path());
-            }
+        for dir in dead_owners_dirs(base) {
+            let _ = fs::remove_dir(dir);
         }
     });
 }
