@@ -8,9 +8,10 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::common::{ServerProcess, TestEnv, listening_addrs, serve_listening};
+use super::listeners::listening;
+use crate::common::{ServerProcess, TestEnv, serve_listening};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -76,25 +77,6 @@ fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &str) -> u
         .nth(1)
         .and_then(|code| code.parse().ok())
         .unwrap_or_else(|| panic!("no HTTP status from {path}: {answer:?}"))
-}
-
-fn listening(
-    log: &std::path::Path,
-    count: usize,
-) -> std::collections::BTreeMap<String, SocketAddr> {
-    let started = Instant::now();
-    loop {
-        let found = listening_addrs(log);
-        if found.len() == count {
-            return found;
-        }
-        assert!(
-            started.elapsed() < LIMIT,
-            "not every listener started; log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

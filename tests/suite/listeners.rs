@@ -22,12 +22,12 @@ const PROTOCOLS: [&str; 5] = [
 ];
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Protocol → address, once every listener logged its `listening` line.
-fn listening(log: &std::path::Path) -> BTreeMap<String, SocketAddr> {
+/// Protocol → address, once `count` listeners logged their `listening` line.
+pub(crate) fn listening(log: &std::path::Path, count: usize) -> BTreeMap<String, SocketAddr> {
     let started = Instant::now();
     loop {
         let found = listening_addrs(log);
-        if found.len() == PROTOCOLS.len() {
+        if found.len() == count {
             return found;
         }
         assert!(
@@ -108,7 +108,7 @@ fn every_listener_sends_each_write_at_once() {
     let pid = child.id();
     let _known = agent_reach::exec::KnownChildGuard::register(pid as i32);
     let _process = ServerProcess::new(child);
-    for (protocol, addr) in listening(&log) {
+    for (protocol, addr) in listening(&log, PROTOCOLS.len()) {
         let client = TcpStream::connect(addr).unwrap();
         assert!(
             server_side_no_delay(pid, &client),

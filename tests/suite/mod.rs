@@ -14,7 +14,7 @@ mod gate;
 #[cfg(target_os = "linux")]
 mod hidden_secrets;
 mod limits;
-mod listeners;
+pub(crate) mod listeners;
 mod mcp_http;
 mod output;
 mod path_guard;
