@@ -107,13 +107,7 @@ pub(crate) fn hide(paths: &[PathBuf], in_namespace: bool) -> HideOutcome {
 /// A mount namespace of our own, its mounts slaves of the host's.
 fn private_namespace() -> Result<(), nix::Error> {
     unshare(CloneFlags::CLONE_NEWNS)?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_SLAVE,
-        None::<&str>,
-    )
+    super::read_only_mounts::keep_mounts_private()
 }
 
 /// Covers each path that exists and is not covered already.

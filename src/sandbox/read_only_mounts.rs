@@ -80,16 +80,7 @@ pub(crate) fn isolate(
             Namespace::UserAndMount
         }
     };
-    // Our mounts must not propagate back to the host's mount table (where
-    // nothing is shared, as in most containers, this changes nothing).
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_SLAVE,
-        None::<&str>,
-    )
-    .map_err(MountError::Private)?;
+    keep_mounts_private().map_err(MountError::Private)?;
     let by_api = match mount_api::read_only_except(writable) {
         Ok(()) => true,
         Err(MountApiError::Unavailable { .. }) => false,
@@ -278,6 +269,19 @@ pub(crate) fn locked_flags(flags: FsFlags) -> MsFlags {
         .into_iter()
         .filter(|(st, _)| flags.contains(*st))
         .fold(MsFlags::empty(), |acc, (_, ms)| acc | ms)
+}
+
+/// Makes the mounts of the namespace we are in slaves of the host's, so
+/// ours never propagate back to the host's mount table (where nothing is
+/// shared, as in most containers, this changes nothing).
+pub(crate) fn keep_mounts_private() -> Result<(), nix::Error> {
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
 }
 
 #[cfg(test)]
