@@ -20,7 +20,7 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use agent_reach::serve::sandboxd_grpc::proto::process_v1::{
+use agent_reach::doors::sandboxd_grpc::proto::process_v1::{
     ExecuteRequest, ProcessConfig, StartRequest, StartResponse,
     process_service_client::ProcessServiceClient, start_response::Event,
 };

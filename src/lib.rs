@@ -10,6 +10,7 @@ pub mod apply_patch;
 pub(crate) mod cli;
 pub(crate) mod context;
 pub mod dispatch;
+pub mod doors;
 pub mod exec;
 pub(crate) mod exit_code;
 pub(crate) mod gate;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_reach::serve::sandboxd_grpc::proto::process_v1::{ExecuteRequest, StartRequest};
+use agent_reach::doors::sandboxd_grpc::proto::process_v1::{ExecuteRequest, StartRequest};
 use reqwest::Method;
 use serde_json::json;
 

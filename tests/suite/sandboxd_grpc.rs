@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_reach::serve::sandboxd_grpc::proto::process_v1::{
+use agent_reach::doors::sandboxd_grpc::proto::process_v1::{
     ExecuteRequest, ExecuteResponse, ProcessConfig, Pty, ResizeTtyRequest, SendSignalRequest,
     Signal, StartRequest, StartResponse, WriteStdinRequest,
     process_service_client::ProcessServiceClient, start_response::Event, write_stdin_request,

@@ -179,10 +179,10 @@ async fn serve_one(
     shared: Shared,
 ) -> Result<(), String> {
     match protocol {
-        Protocol::SandboxdRest => super::sandboxd_rest::serve(listener, shared).await,
-        Protocol::PythonRuntime => super::python_runtime::serve(listener, shared).await,
-        Protocol::SandboxdGrpc => super::sandboxd_grpc::serve(listener, shared).await,
-        Protocol::Mcp => super::mcp_http::serve(listener, shared).await,
-        Protocol::Swerex => super::swerex::serve(listener, shared).await,
+        Protocol::SandboxdRest => crate::doors::sandboxd_rest::serve(listener, shared).await,
+        Protocol::PythonRuntime => crate::doors::python_runtime::serve(listener, shared).await,
+        Protocol::SandboxdGrpc => crate::doors::sandboxd_grpc::serve(listener, shared).await,
+        Protocol::Mcp => crate::doors::mcp_http::serve(listener, shared).await,
+        Protocol::Swerex => crate::doors::swerex::serve(listener, shared).await,
     }
 }

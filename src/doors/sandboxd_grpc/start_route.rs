@@ -218,7 +218,7 @@ fn prefix(length: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::sandboxd_grpc::proto::process_v1::{ExitEvent, InitEvent};
+    use crate::doors::sandboxd_grpc::proto::process_v1::{ExitEvent, InitEvent};
 
     /// What tonic would send: the prefix and prost's encoding.
     fn tonic_framing(event: &StartResponse) -> Vec<u8> {

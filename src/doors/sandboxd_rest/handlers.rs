@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio_util::io::ReaderStream;
 
-use super::super::listen::MAX_BODY_BYTES;
 use super::{ApiError, RestState};
 use crate::plan::{Door, FileOp, FilePermit};
+use crate::serve::listen::MAX_BODY_BYTES;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
 use crate::workspace::{Entry, EntryKind, WorkspaceError};
 

@@ -38,10 +38,10 @@ use tokio::net::TcpListener;
 use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
-use super::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
 use crate::plan::{Dispatcher, Door, FileOp, Rejection};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
+use crate::serve::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
 use crate::workspace::fs::Node;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
 use crate::workspace::{EntryKind, Workspace, WorkspaceError};
@@ -87,8 +87,8 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         .fallback(|| async { message(StatusCode::NOT_FOUND, "Not Found".to_owned()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state);
-    let app = super::listen::gated(&listener, &shared, app);
-    axum::serve(super::listen::accepting(listener), app)
+    let app = crate::serve::listen::gated(&listener, &shared, app);
+    axum::serve(crate::serve::listen::accepting(listener), app)
         .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
         .await
         .map_err(|e| e.to_string())

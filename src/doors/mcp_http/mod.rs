@@ -21,8 +21,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
-use super::listen::{MAX_BODY_BYTES, Shared, auth};
 use crate::gate::hosts;
+use crate::serve::listen::{MAX_BODY_BYTES, Shared, auth};
 
 /// The path the MCP endpoint is served at.
 pub(crate) const MCP_PATH: &str = "/mcp";
@@ -40,10 +40,10 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let app = super::listen::gated(&listener, &shared, router(local, &shared));
+    let app = crate::serve::listen::gated(&listener, &shared, router(local, &shared));
     tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
     let shutdown = shared.shutdown.clone();
-    axum::serve(super::listen::accepting(listener), app)
+    axum::serve(crate::serve::listen::accepting(listener), app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
         .map_err(|e| e.to_string())

@@ -39,7 +39,7 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::listen::{Auth, MAX_BODY_BYTES, Shared, auth::require_bearer};
+use crate::serve::listen::{Auth, MAX_BODY_BYTES, Shared, auth::require_bearer};
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// Only variables with this prefix are shown on `/v1/metadata` (the
@@ -72,8 +72,8 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         started: Instant::now(),
         shutdown: shared.shutdown.clone(),
     };
-    let app = super::listen::gated(&listener, &shared, router(state, shared.auth.clone()));
-    axum::serve(super::listen::accepting(listener), app)
+    let app = crate::serve::listen::gated(&listener, &shared, router(state, shared.auth.clone()));
+    axum::serve(crate::serve::listen::accepting(listener), app)
         .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
         .await
         .map_err(|e| e.to_string())

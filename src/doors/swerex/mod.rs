@@ -42,9 +42,9 @@ use tokio::net::TcpListener;
 use self::error::{PyClass, SwerexError, invalid};
 use self::model::{Action, CommandLine};
 use self::session::BashSession;
-use super::listen::{MAX_BODY_BYTES, Shared};
 use crate::exec::Execution;
 use crate::plan::FileOp;
+use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 
 /// The header carrying the token.
 const API_KEY_HEADER: &str = "x-api-key";
@@ -130,11 +130,11 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         sessions: Mutex::new(HashMap::new()),
         last: Mutex::new(None),
     });
-    let app = super::listen::gated(&listener, &shared, router(state.clone()));
+    let app = crate::serve::listen::gated(&listener, &shared, router(state.clone()));
     let shutdown = shared.shutdown.clone();
     let closing = state.clone();
-    let server =
-        axum::serve(super::listen::accepting(listener), app).with_graceful_shutdown(async move {
+    let server = axum::serve(crate::serve::listen::accepting(listener), app)
+        .with_graceful_shutdown(async move {
             shutdown.cancelled().await;
             closing.close_all().await;
         });

@@ -56,7 +56,7 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> 
         tonic: ProcessServiceServer::new(service.clone()),
         service,
     };
-    let incoming = super::listen::incoming(listener);
+    let incoming = crate::serve::listen::incoming(listener);
     let shutdown = shared.shutdown.clone();
     let served = tonic::transport::Server::builder()
         .add_service(front)

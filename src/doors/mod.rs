@@ -1,0 +1,11 @@
+//! The doors: one module per wire protocol a remote caller speaks, each an
+//! adapter that translates its requests into the broker's calls and the
+//! broker's answers into its replies. A door never reaches the filesystem,
+//! the planner or the engine but through the broker (`clippy.toml` says so
+//! for this folder).
+
+pub(crate) mod mcp_http;
+pub(crate) mod python_runtime;
+pub mod sandboxd_grpc;
+pub(crate) mod sandboxd_rest;
+pub(crate) mod swerex;
