@@ -1197,10 +1197,13 @@ fn full_output_path_is_the_engines_spill_file_not_a_look_alike() {
         let (_, v) = s
             .ok(
                 "exec_command",
-                json!({"cmd": cmd, "max_output_tokens": 100}),
+                // A loaded machine may need more than the default yield to
+                // write 200000 lines; the spill is whole only once it ends.
+                json!({"cmd": cmd, "max_output_tokens": 100, "yield_time_ms": 30000}),
             )
             .await;
         assert_eq!(v["truncated"], true, "{v}");
+        assert!(v["exit_code"] == 0, "the command had not ended: {v}");
         let path = v["full_output_path"]
             .as_str()
             .unwrap_or_else(|| panic!("no full_output_path: {v}"));
