@@ -7,6 +7,7 @@
 #![warn(unreachable_pub)]
 
 pub mod apply_patch;
+pub(crate) mod broker;
 pub(crate) mod cli;
 pub(crate) mod context;
 pub mod dispatch;

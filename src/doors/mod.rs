@@ -4,6 +4,8 @@
 //! the planner or the engine but through the broker (`clippy.toml` says so
 //! for this folder).
 
+#![deny(clippy::disallowed_methods, clippy::disallowed_types)]
+
 pub(crate) mod mcp_http;
 pub(crate) mod python_runtime;
 pub mod sandboxd_grpc;

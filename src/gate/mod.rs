@@ -16,10 +16,6 @@
 pub(crate) mod caller;
 pub(crate) mod hosts;
 
-#[expect(
-    unused_imports,
-    reason = "the gate makes it and the broker takes it in the next commits"
-)]
 pub(crate) use caller::Caller;
 
 use std::net::{IpAddr, SocketAddr};

@@ -145,9 +145,8 @@ pub(crate) fn plan_apply_patch(
 }
 
 /// Where a raw command runs: `run` takes its directory as given; `exec` and
-/// MCP keep it beneath the project root; the listeners confine theirs at
-/// the door (gRPC with `workspace::locate`; SWE-ReX keeps the original's
-/// paths where raw commands are allowed). Whatever lies inside the root is
+/// MCP keep it beneath the project root, and so do the listeners (a
+/// directory leading out is `denied_by_policy`). Whatever lies inside the root is
 /// opened beneath it again at the spawn and entered from that handle.
 fn command_cwd(
     planner: &Planner,
@@ -160,7 +159,12 @@ fn command_cwd(
     };
     match door {
         Door::Exec | Door::Mcp { .. } => caller_cwd(root, workdir),
-        Door::Run | Door::Listener => Ok(root.join(workdir)),
+        Door::Run => Ok(root.join(workdir)),
+        // A remote caller's directory lies beneath the root, whatever it
+        // names (an absolute path, `..`, a link out); one that does not
+        // exist yet is the engine's to report, as the platform would.
+        Door::Listener => locate(root, root, workdir)
+            .map_err(|e| Rejection::rejected(kinds::DENIED_BY_POLICY, format!("workdir: {e}"))),
     }
 }
 

@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use crate::plan::source::RegistryArgs;
 use crate::sandbox::Policy;
 
-use super::listen::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS_PER_CLIENT, ListenSpec};
+use super::listen::{
+    DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS, DEFAULT_MAX_SESSIONS_PER_CLIENT, ListenSpec,
+};
+use crate::broker::sessions::DEFAULT_MAX_SESSIONS;
 
 /// `serve` arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -39,15 +42,22 @@ pub(crate) struct ServeArgs {
     /// Kill the sessions of an MCP client silent for this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLIENT_IDLE_TIMEOUT.as_secs())]
     pub(crate) client_idle_timeout: u64,
-    /// How many sessions one client may hold at once.
+    /// How many MCP clients (MCP sessions over HTTP) may be connected at
+    /// once; past it the one idle longest is ended.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLIENTS, value_parser = clap::value_parser!(usize))]
+    pub(crate) max_clients: usize,
+    /// How many live sessions one client may hold at once, counted across
+    /// every door.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS_PER_CLIENT, value_parser = clap::value_parser!(usize))]
     pub(crate) max_sessions_per_client: usize,
     /// Write the JSON log lines to this file (appended) instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub(crate) log_file: Option<PathBuf>,
-    /// How many sessions may live at once; when full, exited then least
-    /// recently used ones are killed (never the 8 most recent).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    /// How many live sessions (MCP sessions, gRPC Start streams, SWE-ReX
+    /// bash sessions, ...) may live at once across every door; an MCP
+    /// client at its share gives up its exited, then least recently used
+    /// ones (never its 8 most recent).
+    #[arg(long, default_value_t = DEFAULT_MAX_SESSIONS as u64, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub(crate) max_sessions: u64,
     /// Serve the metrics in the Prometheus text format over HTTP on this
     /// loopback address (e.g. 127.0.0.1:9464); other addresses are refused.

@@ -66,6 +66,15 @@ impl ClientSeat {
         self.max_sessions
     }
 
+    /// The client as the one session table counts it.
+    pub(crate) fn caller(&self) -> crate::gate::Caller {
+        if self.is_remote() {
+            crate::gate::Caller::local("mcp").within(&self.id.to_string())
+        } else {
+            crate::gate::Caller::local("stdio")
+        }
+    }
+
     /// Whether this is a client over the network (one MCP session).
     pub(crate) fn is_remote(&self) -> bool {
         self.id != ClientId::STDIO

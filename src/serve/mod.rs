@@ -99,10 +99,20 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     if !orphans.is_empty() {
         tracing::warn!(pids = ?orphans, "killed processes a crashed agent-reach left behind");
     }
+    let max_sessions =
+        usize::try_from(args.max_sessions).unwrap_or(crate::broker::sessions::DEFAULT_MAX_SESSIONS);
+    // stdio is one client, who may hold every seat; over the network each
+    // caller gets its share.
+    let per_caller = if args.listen.is_empty() {
+        max_sessions
+    } else {
+        args.max_sessions_per_client
+    };
     let config = ServeConfig {
         root,
         env: ctx.env.clone(),
-        max_sessions: usize::try_from(args.max_sessions).unwrap_or(64),
+        max_sessions,
+        sessions: crate::broker::SessionLedger::new(max_sessions, per_caller),
     };
     keep_freed_chunks();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -143,8 +153,13 @@ async fn serve(
     dispatcher: Arc<Dispatcher>,
     auth: listen::Auth,
 ) -> i32 {
-    let root = config.root.clone();
-    let server = AgentReachServer::new(config, dispatcher.clone());
+    let broker = crate::broker::Broker::new(
+        dispatcher.clone(),
+        &config.root,
+        config.sessions.clone(),
+        &config.env,
+    );
+    let server = AgentReachServer::new(config, dispatcher);
     if let Some(addr) = args.metrics_addr {
         match metrics_http::bind_metrics(addr).await {
             Ok(listener) => {
@@ -169,13 +184,13 @@ async fn serve(
     };
     if !args.listen.is_empty() {
         let shared = listen::Shared {
-            dispatcher,
+            broker: broker.clone(),
             server: server.clone(),
             auth,
-            root,
             allowed_hosts: args.allowed_host.clone(),
             client_idle_timeout: Duration::from_secs(args.client_idle_timeout),
             max_sessions_per_client: args.max_sessions_per_client,
+            max_clients: args.max_clients,
             shutdown: tokio_util::sync::CancellationToken::new(),
         };
         let shutdown = shared.shutdown.clone();
@@ -201,6 +216,7 @@ async fn serve(
             }
         };
         server.shutdown().await;
+        broker.sessions().end_all().await;
         tracing::info!(code, "stopped; every session was killed");
         return code;
     }

@@ -73,6 +73,8 @@ pub(crate) struct CommandSession {
     end_counted: AtomicBool,
     /// The sandbox report of a confined command, kept while it lives.
     report: Option<crate::plan::sandbox::ReportGuard>,
+    /// Its seat in the one session table of every door.
+    seat: Mutex<Option<crate::broker::SessionTicket>>,
 }
 
 impl Prunable for CommandSession {
@@ -97,7 +99,19 @@ impl CommandSession {
             started: now,
             last_call: Mutex::new(now),
             end_counted: AtomicBool::new(false),
+            seat: Mutex::new(None),
         }
+    }
+
+    /// Seats the session in the one table of every door.
+    pub(crate) fn take_seat(&self, ticket: crate::broker::SessionTicket) {
+        ticket.hold(&self.exec);
+        *crate::sync::lock(&self.seat) = Some(ticket);
+    }
+
+    /// Frees its seat at once (the session is being killed).
+    pub(crate) fn leave_seat(&self) {
+        crate::sync::lock(&self.seat).take();
     }
 
     /// What the sandbox enforced, for a confined command.

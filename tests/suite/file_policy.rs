@@ -330,6 +330,18 @@ fn swerex_paths_stay_under_the_root_whatever_comes_before_a_link() {
             assert_eq!(status.as_u16(), 511, "{path}");
         }
         assert_eq!(listing(&outside), ["secret"]);
+        // A command's working directory too: outside the root (named, or
+        // through the link) it is the policy's to refuse, and nothing runs.
+        for cwd in [outside.display().to_string(), format!("{work}/nope/../up")] {
+            let (status, answer) = s
+                .json(
+                    "/execute",
+                    json!({"command": ["sh", "-c", "pwd > planted"], "cwd": cwd}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{cwd}: {answer}");
+        }
+        assert_eq!(listing(&outside), ["secret"]);
         // Inside, a relative path is taken from the root.
         let (status, _) = s
             .json("/write_file", json!({"path": "rel/x.txt", "content": "r"}))

@@ -40,7 +40,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let app = crate::serve::listen::gated(&listener, &shared, router(local, &shared));
+    let app = crate::serve::listen::gated(&listener, &shared, "mcp", router(local, &shared));
     tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
     let shutdown = shared.shutdown.clone();
     axum::serve(crate::serve::listen::accepting(listener), app)
@@ -73,7 +73,7 @@ fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
     sessions.session_config.keep_alive = Some(shared.client_idle_timeout);
     let server = shared.server.clone();
     let per_client = shared.max_sessions_per_client;
-    let sessions = std::sync::Arc::new(sessions::Sessions::new(sessions));
+    let sessions = std::sync::Arc::new(sessions::Sessions::new(sessions, shared.max_clients));
     let service = StreamableHttpService::new(
         move || Ok(server.for_client(per_client)),
         sessions.clone(),

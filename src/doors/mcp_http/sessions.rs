@@ -10,10 +10,16 @@
 //! And a `DELETE` naming a session this server does not hold is 404, as
 //! the transport answers every other request naming one (rmcp would close
 //! nothing and say it did).
+//!
+//! At most `--max-clients` MCP sessions live at once: a new one past it ends
+//! the session idle longest (its processes die with its client seat), so
+//! a flood of `initialize` calls holds a bounded amount of memory.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::SessionManager;
@@ -27,12 +33,46 @@ use tokio_stream::Stream;
 #[derive(Debug)]
 pub(crate) struct Sessions {
     local: Arc<LocalSessionManager>,
+    /// `--max-clients`.
+    max_clients: usize,
+    /// When each live session was last used.
+    last_used: Mutex<HashMap<SessionId, Instant>>,
 }
 
 impl Sessions {
-    pub(crate) fn new(local: LocalSessionManager) -> Self {
+    pub(crate) fn new(local: LocalSessionManager, max_clients: usize) -> Self {
         Self {
             local: Arc::new(local),
+            max_clients: max_clients.max(1),
+            last_used: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn touch(&self, id: &SessionId) {
+        if let Some(at) = crate::sync::lock(&self.last_used).get_mut(id) {
+            *at = Instant::now();
+        }
+    }
+
+    /// Ends sessions idle longest until one more fits under `--max-clients`
+    /// (forgetting those rmcp already ended at its idle timeout).
+    async fn make_room(&self) {
+        loop {
+            let oldest = {
+                let used = crate::sync::lock(&self.last_used);
+                if used.len() < self.max_clients {
+                    return;
+                }
+                used.iter()
+                    .min_by_key(|(_, at)| **at)
+                    .map(|(id, _)| id.clone())
+            };
+            let Some(oldest) = oldest else { return };
+            crate::sync::lock(&self.last_used).remove(&oldest);
+            if self.local.has_session(&oldest).await.unwrap_or(false) {
+                tracing::info!(session = %oldest, max_clients = self.max_clients, "MCP client limit reached: ending the session idle longest");
+                let _ = self.local.close_session(&oldest).await;
+            }
         }
     }
 }
@@ -44,7 +84,10 @@ impl SessionManager for Sessions {
     type Transport = <Local as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        self.local.create_session().await
+        self.make_room().await;
+        let created = self.local.create_session().await?;
+        crate::sync::lock(&self.last_used).insert(created.0.clone(), Instant::now());
+        Ok(created)
     }
 
     async fn initialize_session(
@@ -60,6 +103,7 @@ impl SessionManager for Sessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        crate::sync::lock(&self.last_used).remove(id);
         self.local.close_session(id).await
     }
 
@@ -72,6 +116,7 @@ impl SessionManager for Sessions {
             ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
             _ => None,
         };
+        self.touch(id);
         let stream = self.local.create_stream(id, message).await?;
         Ok(CancelOnDisconnect {
             inner: Box::pin(stream),
@@ -88,6 +133,7 @@ impl SessionManager for Sessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
+        self.touch(id);
         self.local.accept_message(id, message).await
     }
 

@@ -25,26 +25,28 @@ mod run;
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::Json;
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::plan::{Dispatcher, Door, FileOp, Rejection};
+use crate::broker::{Broker, Files};
+use crate::gate::Caller;
+use crate::plan::{FileOp, Rejection};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
 use crate::serve::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
 use crate::workspace::fs::Node;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
-use crate::workspace::{EntryKind, Workspace, WorkspaceError};
+use crate::workspace::{EntryKind, WorkspaceError};
 
 /// The command timeout when `/execute` gives none (the original's
 /// `SANDBOX_EXEC_TIMEOUT_SECONDS` default).
@@ -54,8 +56,7 @@ const UPLOAD_MODE: u32 = 0o644;
 
 #[derive(Clone)]
 struct RuntimeState {
-    workspace: Workspace,
-    dispatcher: std::sync::Arc<Dispatcher>,
+    broker: Broker,
     shutdown: CancellationToken,
 }
 
@@ -64,8 +65,7 @@ struct RuntimeState {
 /// and the engine kills the whole group on drop), so nothing outlives it.
 pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
     let state = RuntimeState {
-        workspace: Workspace::new(&shared.root),
-        dispatcher: shared.dispatcher.clone(),
+        broker: shared.broker.clone(),
         shutdown: shared.shutdown.clone(),
     };
     let guarded = Router::new()
@@ -87,7 +87,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         .fallback(|| async { message(StatusCode::NOT_FOUND, "Not Found".to_owned()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state);
-    let app = crate::serve::listen::gated(&listener, &shared, app);
+    let app = crate::serve::listen::gated(&listener, &shared, "python-runtime", app);
     axum::serve(crate::serve::listen::accepting(listener), app)
         .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
         .await
@@ -115,13 +115,14 @@ fn path_of(path: Option<Path<String>>) -> String {
     path.map(|Path(p)| p).unwrap_or_default()
 }
 
-/// The plan stage's word on `op` over `paths`.
-fn permit(state: &RuntimeState, op: FileOp, paths: &[&str]) -> Result<(), Rejection> {
-    state
-        .dispatcher
-        .planner()
-        .plan_file(op, paths, Door::Listener)
-        .map(|_| ())
+/// The broker's word on `op` over `paths`, and where to do it.
+fn permit(
+    state: &RuntimeState,
+    caller: &Caller,
+    op: FileOp,
+    paths: &[&str],
+) -> Result<Files, Rejection> {
+    state.broker.files(caller, op, paths)
 }
 
 /// A refusal of the plan stage as the original refuses: 403, or 400 for a
@@ -236,7 +237,11 @@ fn execute_answer(result: &NormalizedResult) -> Response {
 
 /// `POST /execute`: runs the line, answers when it ends, or 503 when the
 /// server stops first (the command is killed with the dropped future).
-async fn execute(State(state): State<RuntimeState>, body: Bytes) -> Response {
+async fn execute(
+    State(state): State<RuntimeState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Response {
     let request: ExecuteBody = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(e) => {
@@ -258,7 +263,7 @@ async fn execute(State(state): State<RuntimeState>, body: Bytes) -> Response {
         }
     };
     tokio::select! {
-        result = run::run_line(&state.dispatcher, &request.command, timeout) => execute_answer(&result),
+        result = run::run_line(&state.broker, &caller, &request.command, timeout) => execute_answer(&result),
         () = state.shutdown.cancelled() => message(
             StatusCode::SERVICE_UNAVAILABLE,
             "agent-reach is shutting down; the command was killed".to_owned(),
@@ -267,8 +272,12 @@ async fn execute(State(state): State<RuntimeState>, body: Bytes) -> Response {
 }
 
 /// `POST /upload`: the `file` part, saved at the path its filename names.
-async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> Response {
-    if let Err(refused) = permit(&state, FileOp::Upload, &[]) {
+async fn upload(
+    State(state): State<RuntimeState>,
+    Extension(caller): Extension<Caller>,
+    mut multipart: Multipart,
+) -> Response {
+    if let Err(refused) = permit(&state, &caller, FileOp::Upload, &[]) {
         return policy_refusal(&refused);
     }
     loop {
@@ -292,17 +301,24 @@ async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> 
             continue;
         }
         let name = field.file_name().unwrap_or_default().to_owned();
-        if let Err(refused) = permit(&state, FileOp::Upload, &[&name]) {
-            return policy_refusal(&refused);
-        }
-        let ws = state.workspace.clone();
+        let files = match permit(&state, &caller, FileOp::Upload, &[&name]) {
+            Ok(files) => files,
+            Err(refused) => return policy_refusal(&refused),
+        };
+        let ws = files.workspace().clone();
         let path = name.clone();
         let target = match blocking(move || ws.resolve(&path)).await {
             Ok(target) => target,
             Err(e) => return refusal(&e),
         };
-        return match write_stream(&state.workspace, target, UPLOAD_MODE, MAX_BODY_BYTES, field)
-            .await
+        return match write_stream(
+            files.workspace(),
+            target,
+            UPLOAD_MODE,
+            MAX_BODY_BYTES,
+            field,
+        )
+        .await
         {
             Ok(_) => message(
                 StatusCode::OK,
@@ -318,12 +334,16 @@ async fn upload(State(state): State<RuntimeState>, mut multipart: Multipart) -> 
 }
 
 /// `GET /download/{p}`: the file's bytes; 404 unless it is a file.
-async fn download(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
+async fn download(
+    State(state): State<RuntimeState>,
+    Extension(caller): Extension<Caller>,
+    path: Option<Path<String>>,
+) -> Response {
     let path = path_of(path);
-    if let Err(refused) = permit(&state, FileOp::Read, &[&path]) {
-        return policy_refusal(&refused);
-    }
-    let ws = state.workspace.clone();
+    let ws = match permit(&state, &caller, FileOp::Read, &[&path]) {
+        Ok(files) => files.workspace().clone(),
+        Err(refused) => return policy_refusal(&refused),
+    };
     match blocking(move || ws.resolve(&path).and_then(|t| ws.open_file(&t))).await {
         Ok((file, size, _)) => (
             [
@@ -339,12 +359,16 @@ async fn download(State(state): State<RuntimeState>, path: Option<Path<String>>)
 }
 
 /// `GET /list/{p}`: the directory's entries; 404 unless it is a directory.
-async fn list(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
+async fn list(
+    State(state): State<RuntimeState>,
+    Extension(caller): Extension<Caller>,
+    path: Option<Path<String>>,
+) -> Response {
     let path = path_of(path);
-    if let Err(refused) = permit(&state, FileOp::List, &[&path]) {
-        return policy_refusal(&refused);
-    }
-    let ws = state.workspace.clone();
+    let ws = match permit(&state, &caller, FileOp::List, &[&path]) {
+        Ok(files) => files.workspace().clone(),
+        Err(refused) => return policy_refusal(&refused),
+    };
     match blocking(move || ws.resolve(&path).and_then(|t| ws.list(&t))).await {
         Ok(entries) => {
             let entries: Vec<_> = entries
@@ -377,12 +401,16 @@ async fn list(State(state): State<RuntimeState>, path: Option<Path<String>>) -> 
 }
 
 /// `GET /exists/{p}`: `{path, exists}` (a broken link does not exist).
-async fn exists(State(state): State<RuntimeState>, path: Option<Path<String>>) -> Response {
+async fn exists(
+    State(state): State<RuntimeState>,
+    Extension(caller): Extension<Caller>,
+    path: Option<Path<String>>,
+) -> Response {
     let path = path_of(path);
-    if let Err(refused) = permit(&state, FileOp::Read, &[&path]) {
-        return policy_refusal(&refused);
-    }
-    let ws = state.workspace.clone();
+    let ws = match permit(&state, &caller, FileOp::Read, &[&path]) {
+        Ok(files) => files.workspace().clone(),
+        Err(refused) => return policy_refusal(&refused),
+    };
     let shown = path.clone();
     let found = blocking(move || {
         let target = ws.resolve(&path)?;

@@ -1,12 +1,14 @@
 //! `POST /execute`'s command, through the one plan stage: the shell line
 //! becomes a raw command request of the listener door, under the
 //! operator's policy (raw commands off, or anything needing approval:
-//! refused), run one-shot by the dispatcher (scheduler, engine, result).
+//! refused), run one-shot by the broker (scheduler, engine, result).
 
 use std::ffi::OsString;
 use std::time::Duration;
 
-use crate::plan::{Dispatcher, Door, Request};
+use crate::broker::Broker;
+use crate::gate::Caller;
+use crate::plan::Request;
 use crate::result::NormalizedResult;
 
 /// The shell a command line runs under (what the published SDK says the
@@ -16,7 +18,8 @@ pub(crate) const SHELL: &str = "/bin/sh";
 /// Runs `line` with `/bin/sh -c` in the workspace root, killed (exit 124)
 /// after `timeout`.
 pub(crate) async fn run_line(
-    dispatcher: &Dispatcher,
+    broker: &Broker,
+    caller: &Caller,
     line: &str,
     timeout: Duration,
 ) -> NormalizedResult {
@@ -31,5 +34,5 @@ pub(crate) async fn run_line(
             .max(1),
     );
     request.tty = Some(false);
-    dispatcher.handle(request, Door::Listener).await
+    broker.run(caller, request).await
 }

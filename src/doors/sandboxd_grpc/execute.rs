@@ -12,13 +12,15 @@
 
 use std::time::{Duration, Instant};
 
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use super::plan::{ProcessRequest, result_status, run_one_shot};
 use super::proto::process_v1::ExecuteResponse;
+use crate::broker::Broker;
+use crate::gate::Caller;
 use crate::plan::caps::MAX_TIMEOUT_MS;
 use crate::result::Status as ResultStatus;
-use crate::serve::listen::Shared;
 
 /// How long before the call's deadline the command is killed, so the kill
 /// is under way when the answer goes.
@@ -56,7 +58,9 @@ fn parse_grpc_timeout(value: &str) -> Option<Duration> {
 
 /// Runs `req` to its end under `deadline`.
 pub(crate) async fn execute(
-    shared: &Shared,
+    broker: &Broker,
+    caller: &Caller,
+    shutdown: &CancellationToken,
     mut req: ProcessRequest,
     deadline: Option<Instant>,
 ) -> Result<ExecuteResponse, Status> {
@@ -79,11 +83,11 @@ pub(crate) async fn execute(
     // Dropping the run (at the deadline, at the shutdown) drops its
     // execution, which kills what is left of the command at once.
     let result = tokio::select! {
-        result = run_one_shot(shared, &req) => result?,
+        result = run_one_shot(broker, caller, &req) => result?,
         () = out_of_time => {
             return Err(Status::deadline_exceeded("the call's deadline passed; the command was killed"));
         }
-        () = shared.shutdown.cancelled() => {
+        () = shutdown.cancelled() => {
             return Err(Status::unavailable("the server is stopping; the command was killed"));
         }
     };

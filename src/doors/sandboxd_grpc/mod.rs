@@ -6,8 +6,8 @@
 //! An adapter: every command goes through the plan stage ([`plan`]) and the
 //! exec engine, like every other door. `Execute` is a one-shot command
 //! ([`execute`]); `Start` a live process with its event stream ([`stream`]),
-//! which `WriteStdin`, `SendSignal` and `ResizeTTY` reach by its id
-//! ([`table`]). Status codes follow the reference server: `NOT_FOUND` for
+//! which `WriteStdin`, `SendSignal` and `ResizeTTY` reach by its id (its
+//! seat in the broker's one session table, which only its caller reaches). Status codes follow the reference server: `NOT_FOUND` for
 //! an unknown id or program, `PERMISSION_DENIED` for a cwd leaving the root
 //! (and, here, raw commands off), `FAILED_PRECONDITION` for a resize
 //! without a PTY, `INVALID_ARGUMENT` for an empty command or an unknown
@@ -18,37 +18,49 @@ pub(crate) mod plan;
 pub mod proto;
 mod start_route;
 pub(crate) mod stream;
-pub(crate) mod table;
 
 use std::time::Instant;
 
 use tonic::{Request, Response, Status};
 
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
 use crate::exec::{Attach, ExecError, Execution};
-use crate::serve::listen::Shared;
-use plan::{ProcessRequest, plan_process, start_error};
+use crate::gate::Caller;
+use crate::serve::listen::{Auth, Shared};
+use plan::{ProcessRequest, broker_status};
 use proto::process_v1::process_service_server::{ProcessService, ProcessServiceServer};
 use proto::process_v1::{
     ExecuteRequest, ExecuteResponse, ResizeTtyRequest, ResizeTtyResponse, SendSignalRequest,
     SendSignalResponse, Signal, StartRequest, WriteStdinRequest, WriteStdinResponse,
     write_stdin_request::Payload,
 };
-use table::Processes;
 
 /// The service of one listener.
 #[derive(Clone)]
 pub(crate) struct Service {
-    shared: Shared,
-    processes: Processes,
+    broker: Broker,
+    auth: Auth,
+    shutdown: CancellationToken,
+}
+
+/// The caller the listener's front made for this call.
+fn caller_of<T>(request: &Request<T>) -> Result<Caller, Status> {
+    request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| Status::internal("the call reached the service without passing the gate"))
 }
 
 /// Serves the listener until `shared.shutdown`, then kills every process
 /// its streams still run and returns.
 pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Result<(), String> {
-    let processes = Processes::default();
     let service = Service {
-        shared: shared.clone(),
-        processes: processes.clone(),
+        broker: shared.broker.clone(),
+        auth: shared.auth.clone(),
+        shutdown: shared.shutdown.clone(),
     };
     // The token is checked in front of every method, with `Start`
     // ([`start_route`]).
@@ -62,16 +74,8 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> 
         .add_service(front)
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;
-    // Streams end on the shutdown themselves; this catches any whose task
-    // had not seen it yet.
-    let kills: Vec<_> = processes
-        .all()
-        .into_iter()
-        .map(|exec| async move { exec.terminate().await })
-        .collect();
-    for kill in kills {
-        kill.await;
-    }
+    // Streams end on the shutdown themselves; whatever a task had not
+    // seen yet ends with the broker's table when the server stops.
     served.map_err(|e| e.to_string())
 }
 
@@ -84,7 +88,8 @@ impl ProcessService for Service {
         request: Request<StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
         let deadline = execute::deadline_of(request.metadata(), Instant::now());
-        self.open_start(request.into_inner(), deadline)
+        let caller = caller_of(&request)?;
+        self.open_start(&caller, request.into_inner(), deadline)
             .map(Response::new)
     }
 
@@ -93,8 +98,9 @@ impl ProcessService for Service {
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
         let deadline = execute::deadline_of(request.metadata(), Instant::now());
+        let caller = caller_of(&request)?;
         let req = ProcessRequest::from_config(request.into_inner().config, false, false)?;
-        execute::execute(&self.shared, req, deadline)
+        execute::execute(&self.broker, &caller, &self.shutdown, req, deadline)
             .await
             .map(Response::new)
     }
@@ -103,11 +109,12 @@ impl ProcessService for Service {
         &self,
         request: Request<WriteStdinRequest>,
     ) -> Result<Response<WriteStdinResponse>, Status> {
+        let caller = caller_of(&request)?;
         let WriteStdinRequest {
             process_id,
             payload,
         } = request.into_inner();
-        let exec = self.process(process_id)?;
+        let exec = self.process(&caller, process_id)?;
         let written = tokio::task::spawn_blocking(move || match payload {
             Some(Payload::Eof(())) => exec.close_stdin(),
             Some(Payload::Input(bytes)) => exec.write_stdin(&bytes),
@@ -123,8 +130,9 @@ impl ProcessService for Service {
         &self,
         request: Request<SendSignalRequest>,
     ) -> Result<Response<SendSignalResponse>, Status> {
+        let caller = caller_of(&request)?;
         let SendSignalRequest { process_id, signal } = request.into_inner();
-        let exec = self.process(process_id)?;
+        let exec = self.process(&caller, process_id)?;
         let number = match Signal::try_from(signal) {
             Ok(Signal::Sigint) => libc::SIGINT,
             Ok(Signal::Sigterm) => libc::SIGTERM,
@@ -145,12 +153,13 @@ impl ProcessService for Service {
         &self,
         request: Request<ResizeTtyRequest>,
     ) -> Result<Response<ResizeTtyResponse>, Status> {
+        let caller = caller_of(&request)?;
         let ResizeTtyRequest {
             process_id,
             cols,
             rows,
         } = request.into_inner();
-        let exec = self.process(process_id)?;
+        let exec = self.process(&caller, process_id)?;
         exec.resize(clamp_u16(cols), clamp_u16(rows))
             .map_err(|e| process_error(process_id, &e))?;
         Ok(Response::new(ResizeTtyResponse {}))
@@ -162,12 +171,13 @@ impl Service {
     /// the route in front of it, [`start_route`], both come here).
     fn open_start(
         &self,
+        caller: &Caller,
         request: StartRequest,
         deadline: Option<Instant>,
     ) -> Result<stream::EventStream, Status> {
         let StartRequest { config, pty } = request;
         let req = ProcessRequest::from_config(config, pty.is_some(), true)?;
-        let plan = plan_process(&self.shared, &req)?;
+        let request = req.to_request(&self.broker)?;
         let (tap, receiver) = crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS)
             .map_err(|e| Status::internal(format!("cannot open the output stream: {e}")))?;
         let pty_size = pty
@@ -178,21 +188,22 @@ impl Service {
             stdin_pipe: !req.tty,
             pty_size,
         };
-        let exec = Execution::spawn_attached(plan.spec, attach).map_err(|e| start_error(&e))?;
-        let registration = self.processes.insert(exec.clone());
+        let live = self
+            .broker
+            .start(caller, &request, "Start", Some(attach))
+            .map_err(|e| broker_status(&e))?;
         Ok(stream::open(stream::Forward {
-            exec,
-            report: plan.report,
+            live,
             tap: receiver,
-            registration,
             deadline,
-            shutdown: self.shared.shutdown.clone(),
+            shutdown: self.shutdown.clone(),
         }))
     }
 
-    fn process(&self, id: i32) -> Result<Execution, Status> {
-        self.processes
-            .get(id)
+    fn process(&self, caller: &Caller, id: i32) -> Result<Execution, Status> {
+        u64::try_from(id)
+            .ok()
+            .and_then(|id| self.broker.sessions().process_of(caller, id))
             .ok_or_else(|| Status::not_found(format!("process {id} not found")))
     }
 }

@@ -15,11 +15,12 @@ use std::time::Duration;
 use tonic::Status;
 
 use super::proto::process_v1::ProcessConfig;
+use crate::broker::{Broker, BrokerError};
 use crate::exec::ExecError;
-use crate::plan::{Door, Plan, Rejection, Request, Target};
+use crate::gate::Caller;
+use crate::plan::{Rejection, Request, Target};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status as ResultStatus};
-use crate::serve::listen::Shared;
 
 /// A command of this door, before the plan stage.
 #[derive(Debug, Clone)]
@@ -67,12 +68,12 @@ impl ProcessRequest {
 
     /// The plan stage's request, the working directory confined to the
     /// root first.
-    fn to_request(&self, shared: &Shared) -> Result<Request, Status> {
-        let root = &shared.dispatcher.planner().policy().root;
+    pub(crate) fn to_request(&self, broker: &Broker) -> Result<Request, Status> {
         let workdir = match &self.workdir {
             None => None,
             Some(dir) => Some(
-                crate::workspace::locate(root, root, dir)
+                broker
+                    .locate(dir)
                     .map_err(|e| Status::permission_denied(format!("cwd: {e}")))?,
             ),
         };
@@ -89,24 +90,24 @@ impl ProcessRequest {
     }
 }
 
-/// The plan of a live process, or the status refusing it.
-pub(crate) fn plan_process(shared: &Shared, req: &ProcessRequest) -> Result<Plan, Status> {
-    let request = req.to_request(shared)?;
-    shared
-        .dispatcher
-        .planner()
-        .plan(&request, Door::Listener)
-        .map_err(|r| rejection_status(&r))
+/// The status of what the broker refused or could not start.
+pub(crate) fn broker_status(err: &BrokerError) -> Status {
+    match err {
+        BrokerError::Refused(rejection) => rejection_status(rejection),
+        BrokerError::Start(e) => start_error(e),
+        BrokerError::Full(full) => Status::resource_exhausted(full.to_string()),
+    }
 }
 
-/// A one-shot command through the plan stage, the scheduler and the
-/// engine: its normalized result.
+/// A one-shot command through the broker (plan stage, scheduler, engine):
+/// its normalized result.
 pub(crate) async fn run_one_shot(
-    shared: &Shared,
+    broker: &Broker,
+    caller: &Caller,
     req: &ProcessRequest,
 ) -> Result<NormalizedResult, Status> {
-    let request = req.to_request(shared)?;
-    Ok(shared.dispatcher.handle(request, Door::Listener).await)
+    let request = req.to_request(broker)?;
+    Ok(broker.run(caller, request).await)
 }
 
 fn rejection_status(rejection: &Rejection) -> Status {

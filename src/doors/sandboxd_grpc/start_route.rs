@@ -70,10 +70,13 @@ where
         self.tonic.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        if !self.service.shared.auth.accepts_bearer(request.headers()) {
+    fn call(&mut self, mut request: http::Request<Body>) -> Self::Future {
+        if !self.service.auth.accepts_bearer(request.headers()) {
             return Box::pin(async { Ok(super::unauthenticated().into_http()) });
         }
+        request
+            .extensions_mut()
+            .insert(crate::gate::Caller::local("sandboxd-grpc"));
         if request.uri().path() != START_PATH {
             let answer = self.tonic.call(request);
             return Box::pin(async move { answer.await.map(|r| r.map(Body::new)) });
@@ -111,7 +114,12 @@ async fn start(
         .to_bytes();
     let request = StartRequest::decode(one_message(&bytes)?)
         .map_err(|e| Status::internal(format!("failed to decode the StartRequest: {e}")))?;
-    let events = service.open_start(request, deadline)?;
+    let caller = parts
+        .extensions
+        .get::<crate::gate::Caller>()
+        .cloned()
+        .ok_or_else(|| Status::internal("the call reached the service without passing the gate"))?;
+    let events = service.open_start(&caller, request, deadline)?;
     let body = http_body_util::StreamBody::new(Frames {
         events,
         queued: None,

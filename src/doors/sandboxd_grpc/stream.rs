@@ -1,6 +1,6 @@
 //! `Start`: one live process and its event stream. The process is spawned
-//! attached (a tap of its output, a stdin pipe or a PTY of the asked size),
-//! registered under a fresh id, announced with an `InitEvent`, then its
+//! attached (a tap of its output, a stdin pipe or a PTY of the asked size)
+//! by the broker, seated in its session table under a fresh id, announced with an `InitEvent`, then its
 //! output is forwarded chunk by chunk as the client takes it, and last its
 //! `ExitEvent`, once nothing of it is left.
 //!
@@ -18,9 +18,9 @@ use tokio_util::sync::CancellationToken;
 use tonic::Status;
 
 use super::proto::process_v1::{ExitEvent, InitEvent, StartResponse, start_response::Event};
-use super::table::RegistrationGuard;
+use crate::broker::Live;
+use crate::exec::TapReceiver;
 use crate::exec::state::StreamKind;
-use crate::exec::{Execution, TapReceiver};
 
 /// Events queued for the client before the forwarding waits for it.
 pub(crate) const EVENT_QUEUE: usize = 4;
@@ -37,11 +37,9 @@ enum Cut {
 
 /// Everything one stream's forwarding owns.
 pub(crate) struct Forward {
-    pub(crate) exec: Execution,
-    /// The plan's sandbox report file, kept as long as the process.
-    pub(crate) report: Option<crate::plan::sandbox::ReportGuard>,
+    /// The process, its sandbox report and its seat, kept as long as it.
+    pub(crate) live: Live,
     pub(crate) tap: TapReceiver,
-    pub(crate) registration: RegistrationGuard,
     pub(crate) deadline: Option<Instant>,
     pub(crate) shutdown: CancellationToken,
 }
@@ -52,7 +50,7 @@ pub(crate) fn open(forward: Forward) -> EventStream {
     let (events, stream) = mpsc::channel(EVENT_QUEUE);
     let init = StartResponse {
         event: Some(Event::Init(InitEvent {
-            process_id: forward.registration.id(),
+            process_id: i32::try_from(forward.live.ticket.id()).unwrap_or(i32::MAX),
         })),
     };
     // The queue is empty: the first event always fits.
@@ -63,10 +61,13 @@ pub(crate) fn open(forward: Forward) -> EventStream {
 
 async fn run(forward: Forward, events: mpsc::Sender<Result<StartResponse, Status>>) {
     let Forward {
-        exec,
-        report,
+        live:
+            Live {
+                exec,
+                report,
+                ticket: registration,
+            },
         mut tap,
-        registration,
         deadline,
         shutdown,
     } = forward;

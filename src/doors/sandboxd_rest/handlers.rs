@@ -4,17 +4,19 @@
 
 use std::time::SystemTime;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 use tokio_util::io::ReaderStream;
 
 use super::{ApiError, RestState};
-use crate::plan::{Door, FileOp, FilePermit};
+use crate::broker::Files;
+use crate::gate::Caller;
+use crate::plan::FileOp;
 use crate::serve::listen::MAX_BODY_BYTES;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
 use crate::workspace::{Entry, EntryKind, WorkspaceError};
@@ -27,12 +29,9 @@ fn path_of(path: Option<Path<String>>) -> String {
     path.map(|Path(p)| p).unwrap_or_default()
 }
 
-/// The plan stage's word on `op` over `path`.
-fn permit(state: &RestState, op: FileOp, path: &str) -> Result<FilePermit, ApiError> {
-    Ok(state
-        .dispatcher
-        .planner()
-        .plan_file(op, &[path], Door::Listener)?)
+/// The broker's word on `op` over `path`, and where to do it.
+fn permit(state: &RestState, caller: &Caller, op: FileOp, path: &str) -> Result<Files, ApiError> {
+    Ok(state.broker.files(caller, op, &[path])?)
 }
 
 /// RFC 3339 in UTC with whole seconds, as the reference writes it.
@@ -56,11 +55,13 @@ fn entry_json(entry: &Entry) -> serde_json::Value {
 /// `GET|HEAD /v1/files/{path}`: a file's bytes or a directory's listing.
 pub(crate) async fn get_file(
     State(state): State<RestState>,
+    Extension(caller): Extension<Caller>,
     path: Option<Path<String>>,
 ) -> Result<Response, ApiError> {
     let path = path_of(path);
-    permit(&state, FileOp::Read, &path)?;
-    let ws = state.workspace.clone();
+    let ws = permit(&state, &caller, FileOp::Read, &path)?
+        .workspace()
+        .clone();
     let shown = path.clone();
     let opened = blocking(move || {
         let target = ws.resolve(&shown)?;
@@ -147,14 +148,15 @@ impl From<UploadError> for ApiError {
 /// written atomically; 204.
 pub(crate) async fn put_file(
     State(state): State<RestState>,
+    Extension(caller): Extension<Caller>,
     path: Option<Path<String>>,
     Query(query): Query<PutQuery>,
     request: Request,
 ) -> Result<StatusCode, ApiError> {
     let mode = parse_mode(query.mode.as_deref())?;
     let path = path_of(path);
-    permit(&state, FileOp::Write, &path)?;
-    let ws = state.workspace.clone();
+    let files = permit(&state, &caller, FileOp::Write, &path)?;
+    let ws = files.workspace().clone();
     let target = blocking(move || ws.resolve(&path)).await?;
     if is_multipart(request.headers()) {
         let mut multipart = Multipart::from_request(request, &state)
@@ -171,13 +173,13 @@ pub(crate) async fn put_file(
                     )
                 })?;
             if field.name() == Some("file") {
-                write_stream(&state.workspace, target, mode, MAX_BODY_BYTES, field).await?;
+                write_stream(files.workspace(), target, mode, MAX_BODY_BYTES, field).await?;
                 break;
             }
         }
     } else {
         let body = request.into_body().into_data_stream();
-        write_stream(&state.workspace, target, mode, MAX_BODY_BYTES, body).await?;
+        write_stream(files.workspace(), target, mode, MAX_BODY_BYTES, body).await?;
     }
     Ok(StatusCode::NO_CONTENT)
 }
@@ -200,6 +202,7 @@ fn parse_bool(value: &str) -> Option<bool> {
 /// `DELETE /v1/files/{path}[?recursive=true]`: 204.
 pub(crate) async fn delete_file(
     State(state): State<RestState>,
+    Extension(caller): Extension<Caller>,
     path: Option<Path<String>>,
     Query(query): Query<DeleteQuery>,
 ) -> Result<StatusCode, ApiError> {
@@ -209,8 +212,9 @@ pub(crate) async fn delete_file(
             .ok_or_else(|| ApiError::invalid(format!("recursive {given:?} must be a boolean")))?,
     };
     let path = path_of(path);
-    permit(&state, FileOp::Remove, &path)?;
-    let ws = state.workspace.clone();
+    let ws = permit(&state, &caller, FileOp::Remove, &path)?
+        .workspace()
+        .clone();
     blocking(move || {
         let target = ws.resolve_entry(&path)?;
         ws.remove(&target, recursive)
@@ -230,14 +234,17 @@ pub(crate) async fn health(State(state): State<RestState>) -> Response {
         )
         .into_response();
     }
-    let ws = state.workspace.clone();
-    if !blocking(move || Ok(ws.is_ready())).await.unwrap_or(false) {
+    let broker = state.broker.clone();
+    if !blocking(move || Ok(broker.workspace_ready()))
+        .await
+        .unwrap_or(false)
+    {
         return ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "UNAVAILABLE",
             format!(
                 "the workspace {} is not a directory",
-                state.workspace.root().display()
+                state.broker.root().display()
             ),
         )
         .into_response();

@@ -39,8 +39,9 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::broker::Broker;
 use crate::serve::listen::{Auth, MAX_BODY_BYTES, Shared, auth::require_bearer};
-use crate::workspace::{Workspace, WorkspaceError};
+use crate::workspace::WorkspaceError;
 
 /// Only variables with this prefix are shown on `/v1/metadata` (the
 /// reference's default `--metadata-env-prefix`).
@@ -54,9 +55,8 @@ const SENSITIVE_MARKERS: &[&str] = &[
 /// What the handlers share.
 #[derive(Clone)]
 pub(crate) struct RestState {
-    pub(crate) workspace: Workspace,
-    /// The plan stage every file operation asks first.
-    pub(crate) dispatcher: Arc<crate::plan::Dispatcher>,
+    /// Every file operation goes through it.
+    pub(crate) broker: Broker,
     pub(crate) metadata_env: Arc<BTreeMap<String, String>>,
     pub(crate) started: Instant,
     pub(crate) shutdown: CancellationToken,
@@ -66,13 +66,17 @@ pub(crate) struct RestState {
 /// process, so nothing is left to kill when it returns.
 pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
     let state = RestState {
-        workspace: Workspace::new(&shared.root),
-        dispatcher: shared.dispatcher.clone(),
+        broker: shared.broker.clone(),
         metadata_env: Arc::new(metadata_env(shared.server.env())),
         started: Instant::now(),
         shutdown: shared.shutdown.clone(),
     };
-    let app = crate::serve::listen::gated(&listener, &shared, router(state, shared.auth.clone()));
+    let app = crate::serve::listen::gated(
+        &listener,
+        &shared,
+        "sandboxd-rest",
+        router(state, shared.auth.clone()),
+    );
     axum::serve(crate::serve::listen::accepting(listener), app)
         .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
         .await

@@ -1,22 +1,18 @@
 //! The seam between the SWE-ReX door and the engine: the two ways it runs
 //! something (a session's bash on a PTY, a one-shot `/execute`), under the
-//! operator's policy: both go through the plan stage (`Door::Listener`).
+//! operator's policy: both go through the broker.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::error::{PyClass, SwerexError};
 use super::pyrepr;
-use crate::exec::{Completed, ExecError, Execution};
-use crate::plan::sandbox::ReportGuard;
-use crate::plan::{Door, Plan, Rejection, Request, Target};
-use crate::serve::listen::Shared;
-
-/// Variables of the server's own environment a command never inherits: the
-/// listener's token and agent-reach's internals.
-const PRIVATE_PREFIX: &str = "AGENT_REACH_";
+use crate::broker::{Broker, BrokerError, Finished, Live};
+use crate::exec::{Completed, ExecError};
+use crate::gate::Caller;
+use crate::plan::{Rejection, Request, Target};
 
 /// A one-shot command of `/execute`.
 #[derive(Debug, Clone)]
@@ -30,57 +26,54 @@ pub(crate) struct OneShot {
 }
 
 /// Refuses every command when the operator turned raw commands off.
-pub(crate) fn check_raw_commands(shared: &Shared) -> Result<(), SwerexError> {
-    shared
-        .dispatcher
-        .planner()
-        .policy()
-        .check_raw_commands()
-        .map_err(refused)
+pub(crate) fn check_raw_commands(broker: &Broker) -> Result<(), SwerexError> {
+    broker.check_raw_commands().map_err(refused)
 }
 
-/// A session's bash and its sandbox report, which lives as long as it.
-pub(crate) type SessionProcess = (Execution, Option<ReportGuard>);
-
-/// Starts a session's shell on a PTY (no timeout: it lives until closed).
+/// Starts a session's shell on a PTY for `caller` (no timeout: it lives
+/// until closed), seated in the broker's session table.
 pub(crate) fn spawn_session(
-    shared: &Shared,
+    broker: &Broker,
+    caller: &Caller,
+    base: &Path,
     argv: Vec<OsString>,
-) -> Result<SessionProcess, SwerexError> {
-    let mut request = request(shared, argv, None, None);
+) -> Result<Live, SwerexError> {
+    let mut request = request(broker, base, argv, None, None);
     request.tty = Some(true);
     request.session = true;
     request.timeout_ms = Some(0);
-    let plan = plan(shared, &request)?;
-    let exec = Execution::spawn(plan.spec).map_err(|e| start_error(&e))?;
-    Ok((exec, plan.report))
+    broker
+        .start(caller, &request, "bash session", None)
+        .map_err(|e| broker_error(&e))
 }
 
 /// Runs a one-shot command to its end (or its timeout); with it, the names
 /// of the operator's `[limits]` that cut what it asked.
 pub(crate) async fn run_once(
-    shared: &Shared,
+    broker: &Broker,
+    caller: &Caller,
+    base: &Path,
     req: OneShot,
 ) -> Result<(Completed, Vec<String>), SwerexError> {
-    let mut request = request(shared, req.argv, req.cwd, req.env.as_ref());
+    let mut request = request(broker, base, req.argv, req.cwd, req.env.as_ref());
     request.timeout_ms = Some(req.timeout.map_or(0, |t| {
         u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
     }));
     // Merged streams in arrival order, as `merge_output_streams` asks.
     request.session = req.merge_output;
-    let plan = plan(shared, &request)?;
-    let exec = Execution::spawn(plan.spec).map_err(|e| start_error(&e))?;
-    let done = exec.finish(&plan.render).await;
-    drop(plan.report);
-    let capped = plan.capped.iter().map(|cap| cap.name.to_owned()).collect();
-    Ok((done, capped))
+    let Finished { completed, capped } = broker
+        .run_to_end(caller, request)
+        .await
+        .map_err(|e| broker_error(&e))?;
+    Ok((completed, capped))
 }
 
 /// The plan stage's request for a command of this door: the server's own
 /// environment passed on (as the original's shell inherits it), but for
 /// agent-reach's internals; or exactly the given one.
 fn request(
-    shared: &Shared,
+    broker: &Broker,
+    base: &Path,
     argv: Vec<OsString>,
     cwd: Option<PathBuf>,
     replace_env: Option<&BTreeMap<String, String>>,
@@ -88,7 +81,7 @@ fn request(
     let mut request = Request::command(argv);
     // Without a `cwd`, the server's own directory, as the original's
     // subprocess (the root's when that is outside the root).
-    request.workdir = cwd.or_else(|| Some(super::files::base_dir(&shared.root)));
+    request.workdir = cwd.or_else(|| Some(base.to_path_buf()));
     // The original passes output on as the command wrote it.
     request.keep_blanks = true;
     match replace_env {
@@ -99,16 +92,14 @@ fn request(
                 .map(|(k, v)| (OsString::from(k), OsString::from(v)))
                 .collect();
             if !given.contains_key("PATH") {
-                on_python_default_path(&mut request, &shared.root);
+                on_python_default_path(&mut request, broker.root());
             }
         }
         None => {
-            request.env = shared
-                .server
-                .config()
-                .env
+            // The broker's copy leaves agent-reach's internals out.
+            request.env = broker
+                .server_env()
                 .iter()
-                .filter(|(k, _)| !k.to_string_lossy().starts_with(PRIVATE_PREFIX))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
         }
@@ -135,12 +126,13 @@ fn on_python_default_path(request: &mut Request, root: &std::path::Path) {
     }
 }
 
-fn plan(shared: &Shared, request: &Request) -> Result<Plan, SwerexError> {
-    shared
-        .dispatcher
-        .planner()
-        .plan(request, Door::Listener)
-        .map_err(refused)
+/// What the broker refused or could not start, as the client sees it.
+fn broker_error(err: &BrokerError) -> SwerexError {
+    match err {
+        BrokerError::Refused(rejection) => refused(rejection.clone()),
+        BrokerError::Start(e) => start_error(e),
+        BrokerError::Full(full) => SwerexError::raise(PyClass::SwerexException, full.to_string()),
+    }
 }
 
 fn refused(rejection: Rejection) -> SwerexError {

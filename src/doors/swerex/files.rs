@@ -27,9 +27,10 @@ use tokio_stream::{Stream, StreamExt};
 
 use super::error::{PyClass, SwerexError};
 use super::model::{ReadFile, WriteFile};
-use crate::plan::{Door, FileOp, FilePermit, Rejection};
+use crate::broker::Broker;
+use crate::gate::Caller;
+use crate::plan::{FileOp, FilePermit, Rejection};
 use crate::registry::kinds;
-use crate::serve::listen::Shared;
 use crate::workspace::fs::Node;
 use crate::workspace::upload::blocking;
 use crate::workspace::{Target, Workspace, WorkspaceError};
@@ -40,20 +41,37 @@ const UPLOAD_FILE_NAME: &str = "temp_file_transfer";
 /// the usual umask 022).
 pub(crate) const NEW_FILE_MODE: u32 = 0o644;
 
-/// The file routes' view of the server: its workspace and where relative
-/// paths start.
+/// One file operation the broker allowed: its permit, the workspace and
+/// where relative paths start.
 #[derive(Debug, Clone)]
 pub(crate) struct Files {
+    permit: FilePermit,
     workspace: Workspace,
     base: PathBuf,
 }
 
 impl Files {
-    /// The workspace at `--root`.
-    pub(crate) fn new(root: &Path) -> Self {
-        let workspace = Workspace::new(root);
-        let base = base_dir(workspace.root());
-        Self { workspace, base }
+    /// The broker's word on `op` over `paths` for `caller` (refused as
+    /// the client's exception or the listener's 403), relative paths
+    /// starting at `base`.
+    pub(crate) fn granted(
+        broker: &Broker,
+        caller: &Caller,
+        base: &Path,
+        op: FileOp,
+        paths: &[&str],
+    ) -> Result<Self, SwerexError> {
+        let grant = broker.files(caller, op, paths).map_err(refused)?;
+        Ok(Self {
+            permit: grant.permit(),
+            workspace: grant.workspace().clone(),
+            base: base.to_path_buf(),
+        })
+    }
+
+    /// The planner's word this operation holds.
+    pub(crate) fn permit(&self) -> FilePermit {
+        self.permit
     }
 
     /// The client's `path` resolved in the workspace; a path outside the
@@ -92,19 +110,6 @@ pub(crate) fn base_dir(root: &Path) -> PathBuf {
         .and_then(|d| d.canonicalize().ok())
         .filter(|d| d.starts_with(root))
         .unwrap_or_else(|| root.to_path_buf())
-}
-
-/// The plan stage's word on `op` over `paths` at this door.
-pub(crate) fn permit(
-    shared: &Shared,
-    op: FileOp,
-    paths: &[&str],
-) -> Result<FilePermit, SwerexError> {
-    shared
-        .dispatcher
-        .planner()
-        .plan_file(op, paths, Door::Listener)
-        .map_err(refused)
 }
 
 /// A refusal of the plan stage: a bad name is the client's `ValueError`
@@ -156,13 +161,7 @@ where
 }
 
 /// `Path(path).read_text(encoding, errors)`.
-pub(crate) async fn read_file(
-    shared: &Shared,
-    files: &Files,
-    request: ReadFile,
-) -> Result<String, SwerexError> {
-    permit(shared, FileOp::Read, &[&request.path])?;
-    let files = files.clone();
+pub(crate) async fn read_file(files: Files, request: ReadFile) -> Result<String, SwerexError> {
     let path = request.path.clone();
     let bytes = off_thread(move || {
         let target = files.target(&path)?;
@@ -187,13 +186,7 @@ pub(crate) async fn read_file(
 
 /// `Path(path).parent.mkdir(parents=True)` then `write_text(content)`; an
 /// existing file keeps its permission bits.
-pub(crate) async fn write_file(
-    shared: &Shared,
-    files: &Files,
-    request: WriteFile,
-) -> Result<(), SwerexError> {
-    permit(shared, FileOp::Write, &[&request.path])?;
-    let files = files.clone();
+pub(crate) async fn write_file(files: Files, request: WriteFile) -> Result<(), SwerexError> {
     off_thread(move || {
         let path = request.path.as_str();
         let target = files.target(path)?;
@@ -286,21 +279,15 @@ impl Spool {
 /// `/upload`: the spooled bytes saved at `target_path` (inside it, under
 /// the client's file name, when it is a directory), or unzipped into it.
 pub(crate) async fn upload(
-    shared: &Shared,
-    files: &Files,
+    files: Files,
     target_path: String,
     file_name: Option<String>,
     spool: Spool,
     unzip: bool,
 ) -> Result<(), SwerexError> {
-    let op = if unzip { FileOp::Unzip } else { FileOp::Upload };
-    let mut names = vec![target_path.as_str()];
-    names.extend(file_name.as_deref());
-    let permit = permit(shared, op, &names)?;
-    let files = files.clone();
     off_thread(move || {
         if unzip {
-            return super::unzip::extract(&files, permit, &target_path, spool);
+            return super::unzip::extract(&files, files.permit(), &target_path, spool);
         }
         let target = files.target(&target_path)?;
         let into_dir = matches!(files.workspace.node(&target), Ok(Node::Directory));

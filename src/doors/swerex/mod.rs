@@ -29,22 +29,24 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Multipart, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use self::error::{PyClass, SwerexError, invalid};
 use self::model::{Action, CommandLine};
 use self::session::BashSession;
+use crate::broker::Broker;
 use crate::exec::Execution;
+use crate::gate::Caller;
 use crate::plan::FileOp;
-use crate::serve::listen::{MAX_BODY_BYTES, Shared};
+use crate::serve::listen::{Auth, MAX_BODY_BYTES, Shared};
 
 /// The header carrying the token.
 const API_KEY_HEADER: &str = "x-api-key";
@@ -76,8 +78,10 @@ struct Replay {
 
 /// What every request of the listener shares.
 struct SwerexState {
-    shared: Shared,
-    files: files::Files,
+    broker: Broker,
+    auth: Auth,
+    /// Where relative paths and commands without a `cwd` start.
+    base: std::path::PathBuf,
     /// Keys the fingerprints of replayed requests (random per process).
     replay_keys: std::hash::RandomState,
     sessions: Mutex<HashMap<String, Arc<Entry>>>,
@@ -91,6 +95,16 @@ impl SwerexState {
         self.sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The broker's word on a file operation, and where to do it.
+    fn files(
+        &self,
+        caller: &Caller,
+        op: FileOp,
+        paths: &[&str],
+    ) -> Result<files::Files, SwerexError> {
+        files::Files::granted(&self.broker, caller, &self.base, op, paths)
     }
 
     fn entry(&self, name: &str) -> Result<Arc<Entry>, SwerexError> {
@@ -124,13 +138,14 @@ async fn close_entry(entry: &Entry) {
 pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
     session::sweep_stale_dirs();
     let state = Arc::new(SwerexState {
-        files: files::Files::new(&shared.root),
+        base: files::base_dir(shared.broker.root()),
         replay_keys: std::hash::RandomState::new(),
-        shared: shared.clone(),
+        broker: shared.broker.clone(),
+        auth: shared.auth.clone(),
         sessions: Mutex::new(HashMap::new()),
         last: Mutex::new(None),
     });
-    let app = crate::serve::listen::gated(&listener, &shared, router(state.clone()));
+    let app = crate::serve::listen::gated(&listener, &shared, "swerex", router(state.clone()));
     let shutdown = shared.shutdown.clone();
     let closing = state.clone();
     let server = axum::serve(crate::serve::listen::accepting(listener), app)
@@ -180,7 +195,7 @@ async fn authenticate(
     request: Request,
     next: Next,
 ) -> Response {
-    let auth = &state.shared.auth;
+    let auth = &state.auth;
     if !auth.is_required() || auth.accepts_header(request.headers(), API_KEY_HEADER) {
         return next.run(request).await;
     }
@@ -297,8 +312,12 @@ async fn is_alive() -> axum::Json<Value> {
     axum::Json(json!({"is_alive": true, "message": ""}))
 }
 
-async fn create_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
-    engine::check_raw_commands(&state.shared)?;
+async fn create_session(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Answer {
+    engine::check_raw_commands(&state.broker)?;
     let request: model::CreateSession = model::parse_session_request(&body)?;
     let exists = || {
         SwerexError::raise(
@@ -309,7 +328,7 @@ async fn create_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> A
     if state.sessions().contains_key(&request.session) {
         return Err(exists());
     }
-    let (session, output) = BashSession::start(&state.shared, &request).await?;
+    let (session, output) = BashSession::start(&state.broker, &caller, &request).await?;
     let entry = Arc::new(Entry {
         exec: session.execution(),
         session: tokio::sync::Mutex::new(Some(session)),
@@ -333,7 +352,7 @@ async fn create_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> A
 }
 
 async fn run_in_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
-    engine::check_raw_commands(&state.shared)?;
+    engine::check_raw_commands(&state.broker)?;
     let action = model::parse_action(&body)?;
     let name = match &action {
         Action::Bash(a) => a.session.clone(),
@@ -391,7 +410,11 @@ async fn close_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> An
     Ok(axum::Json(json!({"session_type": model::BASH})))
 }
 
-async fn execute(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
+async fn execute(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Answer {
     let command: model::Command = model::parse(&body, None)?;
     let argv: Vec<std::ffi::OsString> = match (&command.command, command.shell) {
         (CommandLine::Line(line), true) => vec![SHELL.into(), "-c".into(), line.into()],
@@ -410,7 +433,9 @@ async fn execute(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
         ));
     }
     let (done, capped) = engine::run_once(
-        &state.shared,
+        &state.broker,
+        &caller,
+        &state.base,
         engine::OneShot {
             argv,
             cwd: command.cwd.as_ref().map(Into::into),
@@ -459,23 +484,37 @@ async fn execute(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
     Ok(axum::Json(answer))
 }
 
-async fn read_file(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
+async fn read_file(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Answer {
     let request: model::ReadFile = model::parse(&body, None)?;
-    let content = files::read_file(&state.shared, &state.files, request).await?;
+    let files = state.files(&caller, FileOp::Read, &[&request.path])?;
+    let content = files::read_file(files, request).await?;
     Ok(axum::Json(json!({ "content": content })))
 }
 
-async fn write_file(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
+async fn write_file(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Answer {
     let request: model::WriteFile = model::parse(&body, None)?;
-    files::write_file(&state.shared, &state.files, request).await?;
+    let files = state.files(&caller, FileOp::Write, &[&request.path])?;
+    files::write_file(files, request).await?;
     Ok(axum::Json(json!({})))
 }
 
 /// `/upload`: the `file` part spooled to disk as it arrives (never held in
 /// memory), then saved or unzipped at `target_path`. The policy is asked
 /// before the body is read.
-async fn upload(State(state): State<Arc<SwerexState>>, mut form: Multipart) -> Answer {
-    files::permit(&state.shared, FileOp::Upload, &[])?;
+async fn upload(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+    mut form: Multipart,
+) -> Answer {
+    state.files(&caller, FileOp::Upload, &[])?;
     let mut file: Option<(Option<String>, files::Spool)> = None;
     let mut target_path = None;
     let mut unzip = false;
@@ -503,7 +542,11 @@ async fn upload(State(state): State<Arc<SwerexState>>, mut form: Multipart) -> A
         |field: &str| invalid("missing", &["body", field], "Field required", &Value::Null);
     let (name, spool) = file.ok_or_else(|| missing("file"))?;
     let target_path = target_path.ok_or_else(|| missing("target_path"))?;
-    files::upload(&state.shared, &state.files, target_path, name, spool, unzip).await?;
+    let op = if unzip { FileOp::Unzip } else { FileOp::Upload };
+    let mut names = vec![target_path.as_str()];
+    names.extend(name.as_deref());
+    let files = state.files(&caller, op, &names)?;
+    files::upload(files, target_path, name, spool, unzip).await?;
     Ok(axum::Json(json!({})))
 }
 

@@ -19,6 +19,7 @@
 //! wait; then `STATUS` says how command `N` ended. A ^C aborts the whole
 //! line, so `STATUS` keeps an older `N` and the command has no exit code.
 
+use crate::broker::scratch::ScratchGuard;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -135,8 +136,8 @@ impl ShellProtocol {
 
     /// How command `n` ended, or `None` when it has no status (it was
     /// interrupted, or the file cannot be read).
-    pub(crate) fn read_status(&self, n: u64) -> Option<Status> {
-        let text = std::fs::read_to_string(self.status_path()).ok()?;
+    pub(crate) fn read_status(&self, scratch: &ScratchGuard, n: u64) -> Option<Status> {
+        let text = scratch.read_to_string(&self.status_path()).ok()?;
         parse_status(&text, n)
     }
 

@@ -20,8 +20,10 @@ use super::error::{PyClass, SwerexError};
 use super::model::{BashAction, BashInterrupt, Check, CreateSession};
 use super::protocol::{PS1_EXPECT_STRING, ShellProtocol, Status};
 use super::pyrepr;
+use crate::broker::Broker;
+use crate::broker::scratch::ScratchGuard;
 use crate::exec::{Execution, RenderOptions, WaitEnd};
-use crate::serve::listen::Shared;
+use crate::gate::Caller;
 
 /// The original gives the shell this long before its startup timeout runs.
 const SHELL_START_GRACE: Duration = Duration::from_millis(300);
@@ -66,56 +68,10 @@ impl Observation {
 /// directory, before the owning server's pid and a random part.
 const SESSION_DIR_PREFIX: &str = "agent-reach-swerex-";
 
-/// The session's private directory (rc file, command, status); removed
-/// when the session goes. Named after the server's pid, so a server killed
-/// before it could remove it leaves what [`sweep_stale_dirs`] finds.
-#[derive(Debug)]
-struct SessionDirGuard {
-    _dir: tempfile::TempDir,
-}
-
-/// The pid a session directory's name says owns it.
-fn owner_of(name: &str) -> Option<i32> {
-    let rest = name.strip_prefix(SESSION_DIR_PREFIX)?;
-    let (pid, random) = rest.split_once('-')?;
-    if random.is_empty() {
-        return None;
-    }
-    pid.parse().ok().filter(|&pid| pid > 0)
-}
-
 /// Removes the session directories of servers that are gone (killed
-/// before they could): ours by uid, their owning pid dead. Called when the
-/// listener starts.
+/// before they could). Called when the listener starts.
 pub(crate) fn sweep_stale_dirs() {
-    use std::os::unix::fs::MetadataExt;
-    let tmp = std::env::temp_dir();
-    let Ok(entries) = std::fs::read_dir(&tmp) else {
-        return;
-    };
-    let uid = nix::unistd::geteuid().as_raw();
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(owner_of) else {
-            continue;
-        };
-        let alive = !matches!(
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        );
-        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == uid);
-        if !alive && ours {
-            let path = entry.path();
-            match std::fs::remove_dir_all(&path) {
-                Ok(()) => {
-                    tracing::info!(dir = %path.display(), pid, "removed the session directory of a server that died")
-                }
-                Err(e) => {
-                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a dead server's session directory")
-                }
-            }
-        }
-    }
+    crate::broker::scratch::sweep_stale(SESSION_DIR_PREFIX);
 }
 
 /// A live bash session.
@@ -124,8 +80,11 @@ pub(crate) struct BashSession {
     exec: Execution,
     /// The sandbox report of the shell, kept while it lives.
     _report: Option<crate::plan::sandbox::ReportGuard>,
+    /// Its seat in the broker's one session table.
+    _seat: crate::broker::SessionTicket,
     protocol: ShellProtocol,
-    _dir: SessionDirGuard,
+    /// Its private directory (rc file, command, status); removed with it.
+    scratch: ScratchGuard,
     commands: u64,
     /// What a command cut at its timeout printed, for the interrupt that
     /// clients send next.
@@ -138,18 +97,18 @@ impl BashSession {
     /// Starts bash, runs the rc file (bashrc, `startup_source`) and waits
     /// for the first prompt. On any failure nothing is left running.
     pub(crate) async fn start(
-        shared: &Shared,
+        broker: &Broker,
+        caller: &Caller,
         request: &CreateSession,
     ) -> Result<(Self, String), SwerexError> {
-        let bash = find_bash(shared)?;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{SESSION_DIR_PREFIX}{}-", std::process::id()))
-            .tempdir()
+        let bash = find_bash(broker)?;
+        let scratch = ScratchGuard::new(SESSION_DIR_PREFIX)
             .map_err(|e| SwerexError::Internal(format!("cannot make a session directory: {e}")))?;
-        let protocol = ShellProtocol::new(dir.path(), &bash, &nonce())
+        let protocol = ShellProtocol::new(scratch.path(), &bash, &nonce())
             .map_err(|e| SwerexError::Internal(format!("bad prompt pattern: {e}")))?;
         let rc = protocol.rc_path();
-        std::fs::write(&rc, protocol.rc_file(&request.startup_source))
+        scratch
+            .write(&rc, protocol.rc_file(&request.startup_source).as_bytes())
             .map_err(|e| SwerexError::Internal(format!("cannot write {}: {e}", rc.display())))?;
         let argv = vec![
             bash.into_os_string(),
@@ -158,15 +117,17 @@ impl BashSession {
             rc.into_os_string(),
             "-i".into(),
         ];
-        let (exec, report) = engine::spawn_session(shared, argv)?;
+        let base = super::files::base_dir(broker.root());
+        let live = engine::spawn_session(broker, caller, &base, argv)?;
         let session = BashSession {
-            exec,
-            _report: report,
+            exec: live.exec,
+            _report: live.report,
+            _seat: live.ticket,
             protocol,
-            _dir: SessionDirGuard { _dir: dir },
+            scratch,
             commands: 0,
             after_timeout: None,
-            max_wait: Duration::from_millis(shared.dispatcher.planner().limits().max_timeout_ms),
+            max_wait: Duration::from_millis(broker.limits().max_timeout_ms),
         };
         let timeout = SHELL_START_GRACE + seconds(request.startup_timeout);
         let first = literal(&session.protocol.prompt(0));
@@ -249,7 +210,8 @@ impl BashSession {
         let path = self.protocol.command_path();
         let mut text = action.command.clone();
         text.push('\n');
-        std::fs::write(&path, text)
+        self.scratch
+            .write(&path, text.as_bytes())
             .map_err(|e| SwerexError::Internal(format!("cannot write {}: {e}", path.display())))?;
         self.type_line(&self.protocol.run_line(n))?;
         let deadline = Some(Instant::now() + self.wait_for(action.timeout));
@@ -260,9 +222,12 @@ impl BashSession {
             WaitEnd::Exited => return Err(self.shell_exited()),
         }
         let output = self.take_clean();
-        let status = self.protocol.read_status(n);
+        let status = self.protocol.read_status(&self.scratch, n);
         if let Some(Status::Syntax(code)) = status {
-            let stderr = std::fs::read_to_string(self.protocol.syntax_path()).unwrap_or_default();
+            let stderr = self
+                .scratch
+                .read_to_string(&self.protocol.syntax_path())
+                .unwrap_or_default();
             let message = format!(
                 "Error (exit code {code}) while checking bash command \n{}\n---- Stderr ----\n{stderr}\n---- Stdout ----\n",
                 pyrepr::string(&action.command)
@@ -572,9 +537,9 @@ fn seconds(value: f64) -> Duration {
 }
 
 /// The bash on the server's PATH, as an absolute path.
-fn find_bash(shared: &Shared) -> Result<std::path::PathBuf, SwerexError> {
-    let env = &shared.server.config().env;
-    crate::exec::resolve::resolve_program("bash".as_ref(), &shared.root, env).map_err(|_| {
+fn find_bash(broker: &Broker) -> Result<std::path::PathBuf, SwerexError> {
+    let env = broker.server_env();
+    crate::exec::resolve::resolve_program("bash".as_ref(), broker.root(), env).map_err(|_| {
         SwerexError::raise(
             PyClass::FileNotFound,
             "[Errno 2] No such file or directory: 'bash' (a SWE-ReX session is a bash shell)",
@@ -584,21 +549,7 @@ fn find_bash(shared: &Shared) -> Result<std::path::PathBuf, SwerexError> {
 
 /// 64 random bits as hex: the prompt marker no command prints by chance.
 fn nonce() -> String {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
-        bytes = h.finish().to_le_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{:016x}", crate::broker::scratch::random_u64())
 }
 
 #[cfg(test)]
@@ -618,14 +569,5 @@ mod tests {
         assert_eq!(a.len(), 16);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, nonce());
-    }
-
-    #[test]
-    fn a_session_directory_names_its_owner() {
-        assert_eq!(owner_of("agent-reach-swerex-4242-aB3dE9"), Some(4242));
-        assert_eq!(owner_of("agent-reach-swerex-aB3dE9"), None);
-        assert_eq!(owner_of("agent-reach-swerex-0-x"), None);
-        assert_eq!(owner_of("agent-reach-swerex-12-"), None);
-        assert_eq!(owner_of("other-12-x"), None);
     }
 }

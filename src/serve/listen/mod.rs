@@ -11,8 +11,6 @@
 pub(crate) mod addr;
 pub(crate) mod auth;
 
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -22,11 +20,14 @@ pub(crate) use addr::{ListenSpec, Protocol};
 pub(crate) use auth::Auth;
 
 use super::server::AgentReachServer;
-use crate::plan::Dispatcher;
+use crate::broker::Broker;
 
 /// `--client-idle-timeout` when not given: an MCP client silent this long
 /// loses its sessions.
 pub(crate) const DEFAULT_CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(1800);
+/// `--max-clients` when not given: MCP client sessions over HTTP at once;
+/// past it the one idle longest is ended.
+pub(crate) const DEFAULT_MAX_CLIENTS: usize = 256;
 /// `--max-sessions-per-client` when not given.
 pub(crate) const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 64;
 /// The largest request body any HTTP listener reads (an upload included).
@@ -35,20 +36,20 @@ pub(crate) const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
 /// What every listener of one `serve` process shares.
 #[derive(Clone)]
 pub(crate) struct Shared {
-    /// The registry, the policy and its plan stage, scheduler and metrics.
-    pub(crate) dispatcher: Arc<Dispatcher>,
+    /// What every door plans, starts and reaches files through.
+    pub(crate) broker: Broker,
     /// The MCP tools and their session table.
     pub(crate) server: AgentReachServer,
     /// The token every request must carry, or none (`--no-auth`, loopback).
     pub(crate) auth: Auth,
-    /// `--root`: the workspace the file APIs are confined to.
-    pub(crate) root: PathBuf,
     /// Extra `Host` header values the HTTP listeners accept (`--allowed-host`).
     pub(crate) allowed_hosts: Vec<String>,
     /// `--client-idle-timeout`.
     pub(crate) client_idle_timeout: Duration,
     /// `--max-sessions-per-client`.
     pub(crate) max_sessions_per_client: usize,
+    /// `--max-clients`: MCP client sessions over HTTP at once.
+    pub(crate) max_clients: usize,
     /// Cancelled once, when the server stops (signal): every listener stops
     /// accepting and its sessions are killed.
     pub(crate) shutdown: CancellationToken,
@@ -99,7 +100,12 @@ fn no_delay(stream: &mut TcpStream) {
 
 /// `app` with the gate (`crate::gate`) in front of every route: the one
 /// admission every HTTP door's requests pass, whatever the door.
-pub(crate) fn gated(listener: &TcpListener, shared: &Shared, app: axum::Router) -> axum::Router {
+pub(crate) fn gated(
+    listener: &TcpListener,
+    shared: &Shared,
+    door: &'static str,
+    app: axum::Router,
+) -> axum::Router {
     let local = listener
         .local_addr()
         .unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -108,7 +114,10 @@ pub(crate) fn gated(listener: &TcpListener, shared: &Shared, app: axum::Router) 
         &shared.allowed_hosts,
         crate::gate::DoorRules::default(),
     );
-    crate::gate::guard(app, gate)
+    crate::gate::guard(
+        app.layer(axum::Extension(crate::gate::Caller::local(door))),
+        gate,
+    )
 }
 
 /// Binds every listener first (so a port in use fails the start before

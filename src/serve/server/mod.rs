@@ -41,6 +41,8 @@ pub(crate) struct ServeConfig {
     pub(crate) env: BTreeMap<OsString, OsString>,
     /// `--max-sessions`.
     pub(crate) max_sessions: usize,
+    /// The one session table of every door, which the MCP sessions count in.
+    pub(crate) sessions: crate::broker::SessionLedger,
 }
 
 /// The MCP server; cheap to clone. Every client shares one table; each
@@ -157,11 +159,6 @@ impl AgentReachServer {
         }
     }
 
-    /// What the server was started with (the listeners spawn with it too).
-    pub(crate) fn config(&self) -> &ServeConfig {
-        &self.inner.config
-    }
-
     pub(super) fn table(&self) -> MutexGuard<'_, SessionTable<CommandSession>> {
         // A panic while holding the lock leaves consistent data behind: the
         // table's operations do not unwind half-way.
@@ -240,6 +237,7 @@ impl AgentReachServer {
                 table.remember(owner, id, how.clone());
                 table.note(owner, format!("session {id} ({}) {how}", session.command));
             }
+            session.leave_seat();
             tokio::spawn(async move {
                 session.exec.terminate().await;
             });

@@ -92,6 +92,21 @@ impl AgentReachServer {
             }
         };
         self.kill_pruned(pruned);
+        // The seat in the one table of every door (--max-sessions counts
+        // the other doors' live processes too).
+        match self
+            .inner
+            .config
+            .sessions
+            .admit(&self.client.caller(), EXEC_COMMAND)
+        {
+            Ok(ticket) => session.take_seat(ticket),
+            Err(full) => {
+                self.table().end(id, full.to_string());
+                session.exec.terminate().await;
+                return Err(ToolFailure::refused(full.to_string()));
+            }
+        }
         let until = started + req.yield_time;
         let outcome = self
             .wait_with_progress(&session, until, req.wait_for.as_ref(), ctx)
