@@ -129,7 +129,7 @@ pub(crate) fn run_personality(personality: Personality, ctx: ProcessContext) -> 
         Personality::ApplyPatch => crate::apply_patch::command::main(&ctx),
         Personality::Sandbox => crate::sandbox::command::main(&ctx),
         Personality::Exec => crate::cli::run::exec_personality(ctx),
-        Personality::SwerexRemote => crate::doors::swerex::personality::main(ctx),
+        Personality::SwerexRemote => crate::serve::swerex_remote::main(ctx),
         Personality::Cli => crate::cli::main(ctx),
     }
 }

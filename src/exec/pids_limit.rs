@@ -15,6 +15,10 @@
 //!    exact count); as root without a cgroup nothing holds the limit (the
 //!    docs say so).
 
+/// Processes one command may have at once when the registry does not say
+/// (`[limits] pids`).
+pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
+
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};

@@ -129,7 +129,7 @@ impl SpawnSpec {
             home,
             session_tag: new_session_tag(),
             merge_output: false,
-            pids_limit: Some(crate::registry::model::DEFAULT_PIDS_LIMIT),
+            pids_limit: Some(super::pids_limit::DEFAULT_PIDS_LIMIT),
             use_cgroup: true,
         }
     }

@@ -193,8 +193,8 @@ pub(crate) struct SandboxSettings {
     pub(crate) network: Network,
 }
 
-/// Processes one command may have at once (`[limits] pids`).
-pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
+/// Processes one command may have at once (`[limits] pids`): the engine's.
+pub(crate) use crate::exec::pids_limit::DEFAULT_PIDS_LIMIT;
 /// The longest timeout a caller may ask for (`[limits] max_timeout_ms`).
 pub(crate) const DEFAULT_MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// The largest output budget a caller may ask for (`[limits] max_output_tokens`).

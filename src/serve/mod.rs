@@ -13,19 +13,10 @@
 //! itself is killed, a watchdog process kills what it started ([`watchdog`]),
 //! and whatever escaped that too is killed at the next start ([`orphans`]).
 
-pub(crate) mod approval;
 pub(crate) mod args;
-pub(crate) mod client;
-pub(crate) mod lenient;
 pub(crate) mod listen;
 pub(crate) mod orphans;
-pub(crate) mod reply;
-pub(crate) mod server;
-pub(crate) mod session;
-pub(crate) mod session_ports;
-pub(crate) mod table;
-pub(crate) mod tool_params;
-pub(crate) mod tools;
+pub(crate) mod swerex_remote;
 pub(crate) mod transport;
 pub(crate) mod watchdog;
 
@@ -36,12 +27,12 @@ use rmcp::ServiceExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::context::ProcessContext;
+use crate::doors::mcp::server::{AgentReachServer, ServeConfig};
 use crate::exit_code;
 use crate::path_guard::ProcessSession;
 use crate::plan::Dispatcher;
 use crate::registry::metrics_http;
 use args::ServeArgs;
-use server::{AgentReachServer, ServeConfig};
 
 /// How long the runtime may take to stop once every session is killed.
 const RUNTIME_STOP: Duration = Duration::from_secs(1);

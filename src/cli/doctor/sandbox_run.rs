@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::dispatch::RUN_AS_PREFIX;
+use crate::personality::RUN_AS_PREFIX;
 use crate::result::SandboxAttestation;
 
 /// How much of a sandbox `run --sandbox` gets.

@@ -1,4 +1,5 @@
-//! `serve --listen swerex=ADDR` (and the `swerex-remote` personality): the
+//! `serve --listen swerex=ADDR` (the `swerex-remote` personality is
+//! `crate::serve::swerex_remote`): the
 //! SWE-ReX remote runtime API, so every SWE-ReX deployment (Docker, Modal,
 //! Fargate, Daytona, a plain host) drives agent-reach through its published
 //! `RemoteRuntime` client.
@@ -19,7 +20,6 @@ mod engine;
 mod error;
 mod files;
 mod model;
-pub(crate) mod personality;
 mod protocol;
 mod pyrepr;
 mod session;

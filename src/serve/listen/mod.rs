@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use addr::{ListenSpec, Protocol};
 pub(crate) use auth::Auth;
 
-use super::server::AgentReachServer;
 use crate::broker::Broker;
+use crate::doors::mcp::server::AgentReachServer;
 
 /// `--client-idle-timeout` when not given: an MCP client silent this long
 /// loses its sessions.

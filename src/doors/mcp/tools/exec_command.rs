@@ -11,15 +11,15 @@ use rmcp::model::{Tool, ToolAnnotations};
 use rmcp::service::RequestContext;
 
 use super::EXEC_COMMAND;
+use crate::doors::mcp::reply::ReplyState;
+use crate::doors::mcp::server::{
+    AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, state_name,
+};
+use crate::doors::mcp::session::CommandSession;
+use crate::doors::mcp::tool_params::{self, ExecCommandParams, ExecRequest};
 use crate::exec::Execution;
 use crate::logging::{self, ExecutionEvent};
 use crate::plan::Request;
-use crate::serve::reply::ReplyState;
-use crate::serve::server::{
-    AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, state_name,
-};
-use crate::serve::session::CommandSession;
-use crate::serve::tool_params::{self, ExecCommandParams, ExecRequest};
 
 /// What the model reads about the tool: the two waits, servers, tty, folding.
 const DOC: &str = "Run a shell command line and return its output.\n\
@@ -39,7 +39,7 @@ pub(super) fn tool() -> Tool {
 }
 
 impl AgentReachServer {
-    pub(in crate::serve) async fn exec_command(
+    pub(in crate::doors::mcp) async fn exec_command(
         &self,
         args: JsonArgs,
         ctx: &RequestContext<RoleServer>,

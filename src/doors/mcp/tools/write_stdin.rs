@@ -10,13 +10,13 @@ use rmcp::model::Tool;
 use rmcp::service::RequestContext;
 
 use super::WRITE_STDIN;
-use crate::logging::{self, ExecutionEvent};
-use crate::serve::server::{
+use crate::doors::mcp::server::{
     AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, state_name,
 };
-use crate::serve::session::CommandSession;
-use crate::serve::table::Lookup;
-use crate::serve::tool_params::{self, PollRequest, WriteStdinParams};
+use crate::doors::mcp::session::CommandSession;
+use crate::doors::mcp::table::Lookup;
+use crate::doors::mcp::tool_params::{self, PollRequest, WriteStdinParams};
+use crate::logging::{self, ExecutionEvent};
 
 /// What the model reads about the tool: how to type, poll and end input.
 const DOC: &str = "Type into a running session (started with `tty: true`) and/or read the output it produced since the last reply.\n\
@@ -31,7 +31,7 @@ pub(super) fn tool() -> Tool {
 }
 
 impl AgentReachServer {
-    pub(in crate::serve) async fn write_stdin(
+    pub(in crate::doors::mcp) async fn write_stdin(
         &self,
         args: JsonArgs,
         ctx: &RequestContext<RoleServer>,

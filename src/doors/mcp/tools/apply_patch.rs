@@ -10,14 +10,14 @@ use rmcp::model::{Tool, ToolAnnotations};
 use rmcp::service::RequestContext;
 
 use super::APPLY_PATCH;
+use crate::doors::mcp::server::{
+    AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, text_result,
+};
+use crate::doors::mcp::session;
+use crate::doors::mcp::tool_params::{self, ApplyPatchParams};
 use crate::exec::Execution;
 use crate::logging::{self, ExecutionEvent};
 use crate::plan::{Request, Target};
-use crate::serve::server::{
-    AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, text_result,
-};
-use crate::serve::session;
-use crate::serve::tool_params::{self, ApplyPatchParams};
 
 /// What the model reads about the tool: the patch format in brief.
 const DOC: &str = "Edit files with a patch in the apply_patch format, all or nothing:\n\
@@ -40,7 +40,7 @@ pub(super) fn tool() -> Tool {
 }
 
 impl AgentReachServer {
-    pub(in crate::serve) async fn apply_patch(
+    pub(in crate::doors::mcp) async fn apply_patch(
         &self,
         args: JsonArgs,
         ctx: &RequestContext<RoleServer>,

@@ -7,11 +7,11 @@ use std::time::Duration;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 
+use super::super::session_ports;
 use super::LIST_SESSIONS;
-use crate::serve::server::{AgentReachServer, JsonArgs, ToolResult, parse};
-use crate::serve::session::{self, CommandSession};
-use crate::serve::session_ports;
-use crate::serve::tool_params::{self, NoParams};
+use crate::doors::mcp::server::{AgentReachServer, JsonArgs, ToolResult, parse};
+use crate::doors::mcp::session::{self, CommandSession};
+use crate::doors::mcp::tool_params::{self, NoParams};
 
 /// What the model reads about the tool.
 const DOC: &str = "List the running sessions: id, command, state (active, idle, exited), age, idle time, pid, bytes of output not yet read, and the TCP ports its processes listen on (so you know which session holds port 3000).";
@@ -23,7 +23,7 @@ pub(super) fn tool() -> Tool {
 }
 
 impl AgentReachServer {
-    pub(in crate::serve) async fn list_sessions(&self, args: JsonArgs) -> ToolResult {
+    pub(in crate::doors::mcp) async fn list_sessions(&self, args: JsonArgs) -> ToolResult {
         let _: tool_params::NoParams = parse(args)?;
         let sessions = self.table().live_of(self.client.id());
         // No session, nothing to look up in /proc (a scan of every process

@@ -101,7 +101,7 @@ impl RegistryTools {
             .and_then(|v| v.as_u64())
             .and_then(|v| usize::try_from(v).ok());
         // The model's `approve` never counts over MCP: a person is asked.
-        let result = match crate::serve::approval::plan_with_person(
+        let result = match crate::doors::mcp::approval::plan_with_person(
             self.dispatcher.planner(),
             &request,
             peer,

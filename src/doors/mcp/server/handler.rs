@@ -15,8 +15,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::{AgentReachServer, ToolFailure};
+use crate::doors::mcp::tools;
 use crate::result::Status;
-use crate::serve::tools;
 
 /// The MCP resource with the metrics (the registry's [`Metrics::to_json`]).
 pub(crate) const METRICS_URI: &str = "agent-reach://metrics";

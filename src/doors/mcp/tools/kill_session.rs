@@ -7,16 +7,16 @@ use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{ContentBlock, Tool};
 
 use super::KILL_SESSION;
-use crate::exec::RenderOptions;
-use crate::logging::{self, ExecutionEvent};
-use crate::serve::reply::ReplyState;
-use crate::serve::server::{
+use crate::doors::mcp::reply::ReplyState;
+use crate::doors::mcp::server::{
     AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, text_result,
     window_reply,
 };
-use crate::serve::session;
-use crate::serve::table::Lookup;
-use crate::serve::tool_params::{self, KillSessionParams};
+use crate::doors::mcp::session;
+use crate::doors::mcp::table::Lookup;
+use crate::doors::mcp::tool_params::{self, KillSessionParams};
+use crate::exec::RenderOptions;
+use crate::logging::{self, ExecutionEvent};
 
 /// What the model reads about the tool.
 const DOC: &str = "End a session: SIGTERM to everything it started, SIGKILL after a short grace. Returns its last output and how it ended.";
@@ -27,7 +27,7 @@ pub(super) fn tool() -> Tool {
 }
 
 impl AgentReachServer {
-    pub(in crate::serve) async fn kill_session(&self, args: JsonArgs) -> ToolResult {
+    pub(in crate::doors::mcp) async fn kill_session(&self, args: JsonArgs) -> ToolResult {
         let started = Instant::now();
         let p: tool_params::KillSessionParams = parse(args)?;
         let id = p.session_id;

@@ -10,15 +10,15 @@ use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 
 use super::{AgentReachServer, window_reply};
+use crate::doors::mcp::reply::{Reply, ReplyState};
+use crate::doors::mcp::session::{self, CommandSession, WaitOutcome};
 use crate::exec::RenderOptions;
-use crate::serve::reply::{Reply, ReplyState};
-use crate::serve::session::{self, CommandSession, WaitOutcome};
 
 /// How often a waiting call sends a progress notification.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 impl AgentReachServer {
-    pub(in crate::serve) async fn wait_with_progress(
+    pub(in crate::doors::mcp) async fn wait_with_progress(
         &self,
         session: &CommandSession,
         until: Instant,
@@ -54,7 +54,7 @@ impl AgentReachServer {
 
     /// Builds the reply after a wait: output not returned before, and, when
     /// the command is over, its exit code (the session then ends).
-    pub(in crate::serve) async fn reply(
+    pub(in crate::doors::mcp) async fn reply(
         &self,
         id: u64,
         session: &CommandSession,
