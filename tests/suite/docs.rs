@@ -1,12 +1,14 @@
 //! The documentation cannot rot silently: its relative links and anchors
 //! resolve, the README's quick start runs as shown against the binary under
 //! test (and prints what the README says it prints), every flag the docs
-//! name exists (`docs/flags.rs`), and the lists that mirror the code (the
+//! name exists (`docs/flags.rs`), the agent session of docs/GUIDE.md is
+//! what the server answers (`docs/session.rs`), and the lists that mirror the code (the
 //! environment variables, the error kinds, what each dependency is for)
 //! hold every item the code has.
 
 mod flags;
 mod markdown;
+mod session;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
