@@ -334,6 +334,29 @@ fn a_flag_that_does_not_exist_is_reported_where_it_is_written() {
 }
 
 #[test]
+fn every_flag_of_every_help_is_in_the_reference() {
+    let known = Known::gather();
+    let reference = Doc::read(&repo().join("docs/REFERENCE.md"));
+    let (table, _) = reference.section("Commands and flags");
+    let mut missing = Vec::new();
+    for (command, flags) in &known.by_command {
+        let ours = command.starts_with("agent-reach") || OURS.iter().any(|(n, _)| n == command);
+        for flag in flags.iter().filter(|_| ours) {
+            if !["--help", "--version"].contains(&flag.as_str())
+                && !table.contains(&format!("`{flag}"))
+            {
+                missing.push(format!("{command} {flag}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags of --help that docs/REFERENCE.md's \"Commands and flags\" does not list:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
 fn every_hidden_flag_is_accepted() {
     let env = TestEnv::new();
     for (flag, args, why) in HIDDEN {

@@ -101,6 +101,19 @@ fn the_agent_session_in_the_guide_is_what_the_server_answers() {
         "the page shows only {} calls",
         calls.len()
     );
+    // A loaded machine can make one run differ (a server slow to start
+    // past its yield); the same difference twice is the page's.
+    if let Err(first) = replay(&calls) {
+        eprintln!("the agent session's first replay differed, replaying again:\n{first}");
+        if let Err(second) = replay(&calls) {
+            panic!("{second}");
+        }
+    }
+}
+
+/// Runs `calls` against a fresh server in a fresh copy of the demo
+/// project; the first reply that is not the page's, as a message.
+fn replay(calls: &[Call]) -> Result<(), String> {
     let env = TestEnv::new();
     let port = demo_port();
     demo_project(&env.work(), port);
@@ -123,7 +136,8 @@ fn the_agent_session_in_the_guide_is_what_the_server_answers() {
                 Ok(Err(e)) => panic!("the server does not speak MCP: {e}"),
                 Err(_) => panic!("the server did not answer initialize"),
             };
-            for call in &calls {
+            let mut outcome = Ok(());
+            for call in calls {
                 let args = serde_json::to_string(&call.args)
                     .unwrap()
                     .replace(":8000", &format!(":{port}"));
@@ -134,17 +148,19 @@ fn the_agent_session_in_the_guide_is_what_the_server_answers() {
                     .await
                     .unwrap_or_else(|_| panic!("{} did not answer", call.tool))
                     .unwrap_or_else(|e| panic!("{} failed: {e}", call.tool));
-                let answered = super::super::serve::text_of(&result);
-                assert_eq!(
-                    comparable(&answered, port),
-                    comparable(&call.reply, port),
-                    "docs/GUIDE.md shows another reply to `{} {}`",
-                    call.tool,
-                    call.args
-                );
+                let answered = comparable(&super::super::serve::text_of(&result), port);
+                let shown = comparable(&call.reply, port);
+                if answered != shown {
+                    outcome = Err(format!(
+                        "docs/GUIDE.md shows another reply to `{} {}`:\n--- shown\n{shown}\n--- answered\n{answered}",
+                        call.tool, call.args
+                    ));
+                    break;
+                }
             }
             let _ = tokio::time::timeout(Duration::from_secs(10), client.cancel()).await;
-        });
+            outcome
+        })
 }
 
 fn which(program: &str) -> bool {
