@@ -450,3 +450,43 @@ fn a_dependency_without_a_comment_is_reported_and_a_named_one_in_a_group_is_not(
         ["[dependencies] regex", "[dev-dependencies] proptest"]
     );
 }
+
+#[test]
+fn every_protocol_serve_takes_is_in_the_doors_table_and_no_other_is_called_served() {
+    let env = TestEnv::new();
+    let refused = env
+        .cmd()
+        .args(["serve", "--listen", "no-such-door=127.0.0.1:0"])
+        .run();
+    refused.code_is(2);
+    let stderr = refused.stderr_str();
+    let known: BTreeSet<String> = stderr
+        .split_once("known: ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .unwrap_or_else(|| panic!("no list of known protocols in:\n{stderr}"))
+        .0
+        .split(", ")
+        .map(str::to_owned)
+        .collect();
+    assert!(known.contains("mcp"), "{known:?}");
+    let doors = Doc::read(&repo().join("docs/DOORS.md"));
+    let names = |section: &str, pattern: &str| -> BTreeSet<String> {
+        let (text, _) = doors.section(section);
+        regex::Regex::new(pattern)
+            .unwrap()
+            .captures_iter(&text)
+            .map(|c| c[1].to_owned())
+            .collect()
+    };
+    let table = names("Starting listeners", r"(?m)^\| `([a-z-]+)` \|");
+    assert_eq!(
+        table, known,
+        "docs/DOORS.md's listener table is not the protocols `serve --listen` takes"
+    );
+    let later = names("In the contract, not served yet", r"(?m)^- `([a-z-]+)`:");
+    let served: Vec<_> = later.intersection(&known).collect();
+    assert!(
+        served.is_empty(),
+        "docs/DOORS.md says {served:?} are not served yet, but `serve --listen` takes them: give each its section"
+    );
+}
