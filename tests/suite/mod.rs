@@ -5,6 +5,7 @@ mod apply_patch;
 mod confinement;
 mod dispatch;
 mod distribution;
+mod docs;
 mod exec;
 mod exec_api;
 pub mod exec_json;
