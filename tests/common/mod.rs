@@ -438,3 +438,28 @@ pub fn landlock_abi() -> i64 {
     }
     .max(0)
 }
+
+/// An MCP client of the server `command` starts (its stderr dropped), and
+/// the guard that makes the child known to the engine's reaper. Panics
+/// naming `what` when it does not answer `initialize` within a minute.
+pub async fn mcp_stdio_client(
+    command: tokio::process::Command,
+    what: &str,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    agent_reach::exec::KnownChildGuard,
+) {
+    use rmcp::ServiceExt;
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().unwrap();
+    let known = agent_reach::exec::KnownChildGuard::register(pid as i32);
+    let limit = Duration::from_secs(60);
+    match tokio::time::timeout(limit, ().serve(transport)).await {
+        Ok(Ok(client)) => (client, known),
+        Ok(Err(e)) => panic!("{what} does not speak MCP: {e}"),
+        Err(_) => panic!("{what} did not answer initialize"),
+    }
+}

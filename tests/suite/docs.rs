@@ -12,12 +12,9 @@ mod session;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
 use self::markdown::Doc;
@@ -216,18 +213,9 @@ fn serves_mcp_rooted_in_the_work_dir(command: &str) {
         .build()
         .unwrap()
         .block_on(async {
-            let (transport, _) = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let pid = transport.id().unwrap();
-            let _known = agent_reach::exec::KnownChildGuard::register(pid as i32);
             let limit = Duration::from_secs(60);
-            let client = match tokio::time::timeout(limit, ().serve(transport)).await {
-                Ok(Ok(client)) => client,
-                Ok(Err(e)) => panic!("`{command}` does not speak MCP: {e}"),
-                Err(_) => panic!("`{command}` did not answer initialize"),
-            };
+            let (client, _known) =
+                crate::common::mcp_stdio_client(cmd, &format!("`{command}`")).await;
             let tools = client.list_all_tools().await.unwrap();
             assert!(
                 tools.iter().any(|t| t.name == "exec_command"),

@@ -6,12 +6,9 @@
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
 use super::markdown::Doc;
@@ -124,18 +121,8 @@ fn replay(calls: &[Call]) -> Result<(), String> {
         .build()
         .unwrap()
         .block_on(async {
-            let (transport, _) = TokioChildProcess::builder(command)
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let pid = transport.id().unwrap();
-            let _known = agent_reach::exec::KnownChildGuard::register(pid as i32);
             let limit = Duration::from_secs(60);
-            let client = match tokio::time::timeout(limit, ().serve(transport)).await {
-                Ok(Ok(client)) => client,
-                Ok(Err(e)) => panic!("the server does not speak MCP: {e}"),
-                Err(_) => panic!("the server did not answer initialize"),
-            };
+            let (client, _known) = crate::common::mcp_stdio_client(command, "the server").await;
             let mut outcome = Ok(());
             for call in calls {
                 let args = serde_json::to_string(&call.args)
