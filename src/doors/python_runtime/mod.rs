@@ -38,7 +38,7 @@ use tokio::net::TcpListener;
 use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::{Broker, Files};
+use crate::broker::Broker;
 use crate::gate::Caller;
 use crate::plan::{FileOp, Rejection};
 use crate::registry::kinds;
@@ -46,7 +46,7 @@ use crate::result::{NormalizedResult, Status};
 use crate::serve::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
 use crate::workspace::fs::Node;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
-use crate::workspace::{EntryKind, WorkspaceError};
+use crate::workspace::{EntryKind, Workspace, WorkspaceError};
 
 /// The command timeout when `/execute` gives none (the original's
 /// `SANDBOX_EXEC_TIMEOUT_SECONDS` default).
@@ -115,14 +115,27 @@ fn path_of(path: Option<Path<String>>) -> String {
     path.map(|Path(p)| p).unwrap_or_default()
 }
 
+/// The broker's refusal of a file operation, answered as the original.
+struct Refused(Rejection);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        policy_refusal(&self.0)
+    }
+}
+
 /// The broker's word on `op` over `paths`, and where to do it.
-fn permit(
+fn workspace_for(
     state: &RuntimeState,
     caller: &Caller,
     op: FileOp,
     paths: &[&str],
-) -> Result<Files, Rejection> {
-    state.broker.files(caller, op, paths)
+) -> Result<Workspace, Refused> {
+    state
+        .broker
+        .files(caller, op, paths)
+        .map(|files| files.workspace().clone())
+        .map_err(Refused)
 }
 
 /// A refusal of the plan stage as the original refuses: 403, or 400 for a
@@ -277,8 +290,8 @@ async fn upload(
     Extension(caller): Extension<Caller>,
     mut multipart: Multipart,
 ) -> Response {
-    if let Err(refused) = permit(&state, &caller, FileOp::Upload, &[]) {
-        return policy_refusal(&refused);
+    if let Err(refused) = workspace_for(&state, &caller, FileOp::Upload, &[]) {
+        return refused.into_response();
     }
     loop {
         let field = match multipart.next_field().await {
@@ -301,25 +314,17 @@ async fn upload(
             continue;
         }
         let name = field.file_name().unwrap_or_default().to_owned();
-        let files = match permit(&state, &caller, FileOp::Upload, &[&name]) {
-            Ok(files) => files,
-            Err(refused) => return policy_refusal(&refused),
+        let workspace = match workspace_for(&state, &caller, FileOp::Upload, &[&name]) {
+            Ok(workspace) => workspace,
+            Err(refused) => return refused.into_response(),
         };
-        let ws = files.workspace().clone();
+        let ws = workspace.clone();
         let path = name.clone();
         let target = match blocking(move || ws.resolve(&path)).await {
             Ok(target) => target,
             Err(e) => return refusal(&e),
         };
-        return match write_stream(
-            files.workspace(),
-            target,
-            UPLOAD_MODE,
-            MAX_BODY_BYTES,
-            field,
-        )
-        .await
-        {
+        return match write_stream(&workspace, target, UPLOAD_MODE, MAX_BODY_BYTES, field).await {
             Ok(_) => message(
                 StatusCode::OK,
                 format!("File '{name}' uploaded successfully."),
@@ -338,24 +343,25 @@ async fn download(
     State(state): State<RuntimeState>,
     Extension(caller): Extension<Caller>,
     path: Option<Path<String>>,
-) -> Response {
+) -> Result<Response, Refused> {
     let path = path_of(path);
-    let ws = match permit(&state, &caller, FileOp::Read, &[&path]) {
-        Ok(files) => files.workspace().clone(),
-        Err(refused) => return policy_refusal(&refused),
-    };
-    match blocking(move || ws.resolve(&path).and_then(|t| ws.open_file(&t))).await {
-        Ok((file, size, _)) => (
-            [
-                (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
-                (header::CONTENT_LENGTH, size.to_string()),
-            ],
-            Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file))),
-        )
-            .into_response(),
-        Err(e @ (WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. })) => refusal(&e),
-        Err(_) => message(StatusCode::NOT_FOUND, "File not found".to_owned()),
-    }
+    let ws = workspace_for(&state, &caller, FileOp::Read, &[&path])?;
+    Ok(
+        match blocking(move || ws.resolve(&path).and_then(|t| ws.open_file(&t))).await {
+            Ok((file, size, _)) => (
+                [
+                    (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+                    (header::CONTENT_LENGTH, size.to_string()),
+                ],
+                Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file))),
+            )
+                .into_response(),
+            Err(e @ (WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. })) => {
+                refusal(&e)
+            }
+            Err(_) => message(StatusCode::NOT_FOUND, "File not found".to_owned()),
+        },
+    )
 }
 
 /// `GET /list/{p}`: the directory's entries; 404 unless it is a directory.
@@ -363,41 +369,42 @@ async fn list(
     State(state): State<RuntimeState>,
     Extension(caller): Extension<Caller>,
     path: Option<Path<String>>,
-) -> Response {
+) -> Result<Response, Refused> {
     let path = path_of(path);
-    let ws = match permit(&state, &caller, FileOp::List, &[&path]) {
-        Ok(files) => files.workspace().clone(),
-        Err(refused) => return policy_refusal(&refused),
-    };
-    match blocking(move || ws.resolve(&path).and_then(|t| ws.list(&t))).await {
-        Ok(entries) => {
-            let entries: Vec<_> = entries
-                .iter()
-                .map(|e| {
-                    let mod_time = e
-                        .modified
-                        .duration_since(UNIX_EPOCH)
-                        .map_or(0.0, |d| d.as_secs_f64());
-                    json!({
-                        "name": e.name,
-                        "size": e.size,
-                        "type": match e.kind {
-                            EntryKind::File => "file",
-                            EntryKind::Directory => "directory",
-                        },
-                        "mod_time": mod_time,
+    let ws = workspace_for(&state, &caller, FileOp::List, &[&path])?;
+    Ok(
+        match blocking(move || ws.resolve(&path).and_then(|t| ws.list(&t))).await {
+            Ok(entries) => {
+                let entries: Vec<_> = entries
+                    .iter()
+                    .map(|e| {
+                        let mod_time = e
+                            .modified
+                            .duration_since(UNIX_EPOCH)
+                            .map_or(0.0, |d| d.as_secs_f64());
+                        json!({
+                            "name": e.name,
+                            "size": e.size,
+                            "type": match e.kind {
+                                EntryKind::File => "file",
+                                EntryKind::Directory => "directory",
+                            },
+                            "mod_time": mod_time,
+                        })
                     })
-                })
-                .collect();
-            Json(serde_json::Value::Array(entries)).into_response()
-        }
-        Err(e @ (WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. })) => refusal(&e),
-        Err(WorkspaceError::Io { source, .. }) => message(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("List files failed: {source}"),
-        ),
-        Err(_) => message(StatusCode::NOT_FOUND, "Path is not a directory".to_owned()),
-    }
+                    .collect();
+                Json(serde_json::Value::Array(entries)).into_response()
+            }
+            Err(e @ (WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. })) => {
+                refusal(&e)
+            }
+            Err(WorkspaceError::Io { source, .. }) => message(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("List files failed: {source}"),
+            ),
+            Err(_) => message(StatusCode::NOT_FOUND, "Path is not a directory".to_owned()),
+        },
+    )
 }
 
 /// `GET /exists/{p}`: `{path, exists}` (a broken link does not exist).
@@ -405,12 +412,9 @@ async fn exists(
     State(state): State<RuntimeState>,
     Extension(caller): Extension<Caller>,
     path: Option<Path<String>>,
-) -> Response {
+) -> Result<Response, Refused> {
     let path = path_of(path);
-    let ws = match permit(&state, &caller, FileOp::Read, &[&path]) {
-        Ok(files) => files.workspace().clone(),
-        Err(refused) => return policy_refusal(&refused),
-    };
+    let ws = workspace_for(&state, &caller, FileOp::Read, &[&path])?;
     let shown = path.clone();
     let found = blocking(move || {
         let target = ws.resolve(&path)?;
@@ -421,10 +425,10 @@ async fn exists(
         }
     })
     .await;
-    match found {
+    Ok(match found {
         Ok(exists) => Json(json!({"path": shown, "exists": exists})).into_response(),
         Err(e) => refusal(&e),
-    }
+    })
 }
 
 #[cfg(test)]
