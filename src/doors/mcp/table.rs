@@ -112,6 +112,29 @@ impl<S: Prunable> SessionTable<S> {
         session: Arc<S>,
         owner_max: usize,
     ) -> Result<(u64, Pruned<S>), TableFull> {
+        let pruned = self.make_room(owner, owner_max)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.clock += 1;
+        self.live.insert(
+            id,
+            Slot {
+                owner,
+                session,
+                last_used: self.clock,
+            },
+        );
+        Ok((id, pruned))
+    }
+
+    /// Prunes what [`Self::insert`] would for one more session of `owner`,
+    /// without adding one: called before the session's process starts, so
+    /// a session the table refuses never runs.
+    pub(crate) fn make_room(
+        &mut self,
+        owner: ClientId,
+        owner_max: usize,
+    ) -> Result<Pruned<S>, TableFull> {
         let owner_max = owner_max.max(1);
         if self.live.len() >= self.max && self.count_of(owner) == 0 {
             return Err(TableFull { max: self.max });
@@ -131,18 +154,7 @@ impl<S: Prunable> SessionTable<S> {
             };
             pruned.extend(self.take(victim));
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.clock += 1;
-        self.live.insert(
-            id,
-            Slot {
-                owner,
-                session,
-                last_used: self.clock,
-            },
-        );
-        Ok((id, pruned))
+        Ok(pruned)
     }
 
     fn take(&mut self, id: u64) -> Option<(u64, Arc<S>)> {
