@@ -315,7 +315,7 @@ fn sessions(m: &Matrix, row: &dyn Wire) -> Verdict {
     let doors = super::rows();
     let mut cell = Cell::default();
     let line = "sleep 300";
-    let mine = match row.open_session(at, line) {
+    let mine = match open_when_free(row, at, line) {
         Ok(session) => session,
         Err(Outcome::NotOffered(why)) => return Verdict::NotApplicable(format!("sessions: {why}")),
         Err(other) => return Verdict::Failed(format!("the first session was refused: {other:?}")),
@@ -330,7 +330,7 @@ fn sessions(m: &Matrix, row: &dyn Wire) -> Verdict {
         if open.len() == MAX_SESSIONS {
             break;
         }
-        if let Ok(session) = door.open_session(at, line) {
+        if let Ok(session) = open_when_free(door.as_ref(), at, line) {
             open.push((door.protocol().to_owned(), session));
         }
     }
@@ -361,42 +361,34 @@ fn sessions(m: &Matrix, row: &dyn Wire) -> Verdict {
     // Close another door's session: a seat for this door.
     let (freed, session) = open.remove(open.len() - 1);
     session.close(at);
-    let started = Instant::now();
-    loop {
-        match row.open_session(at, line) {
-            Ok(session) => {
-                cell.held(format!("closing a {freed} session freed a seat"));
-                open.push((row.protocol().to_owned(), session));
-                break;
-            }
-            Err(_) if started.elapsed() < SETTLE => std::thread::sleep(Duration::from_millis(100)),
-            Err(other) => {
-                cell.broke(format!(
-                    "closing a {freed} session freed no seat: {other:?}"
-                ));
-                break;
-            }
+    match open_when_free(row, at, line) {
+        Ok(session) => {
+            cell.held(format!("closing a {freed} session freed a seat"));
+            open.push((row.protocol().to_owned(), session));
         }
+        Err(other) => cell.broke(format!(
+            "closing a {freed} session freed no seat: {other:?}"
+        )),
     }
     for (_, session) in open {
         session.close(at);
     }
-    // Every seat free again before the next row.
-    let started = Instant::now();
-    while started.elapsed() < SETTLE {
-        let probes: Vec<_> = (0..MAX_SESSIONS)
-            .filter_map(|_| row.open_session(at, "sleep 300").ok())
-            .collect();
-        let all = probes.len() == MAX_SESSIONS;
-        for probe in probes {
-            probe.close(at);
-        }
-        if all {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
     cell.verdict()
+}
+
+/// Opens a session through `door`, waiting (bounded) while the table is
+/// full of sessions that were closed and still hold their seat.
+fn open_when_free(door: &dyn Wire, at: &Server, line: &str) -> Result<Box<dyn Session>, Outcome> {
+    let started = Instant::now();
+    loop {
+        match door.open_session(at, line) {
+            Err(Outcome::Refused {
+                kind: Refusal::Full,
+                ..
+            }) if started.elapsed() < SETTLE => std::thread::sleep(Duration::from_millis(100)),
+            other => return other,
+        }
+    }
 }
 
 /// (5) Under `[sandbox] default = "read-only"`: a file write is refused by
@@ -455,8 +447,8 @@ fn fork_bomb(m: &Matrix, row: &dyn Wire) -> Verdict {
         Outcome::Done { output, exit } => {
             let last: usize = output
                 .lines()
-                .filter_map(|l| l.trim().parse().ok())
-                .last()
+                .rev()
+                .find_map(|l| l.trim().parse().ok())
                 .unwrap_or(0);
             cell.check(
                 last < PIDS_LIMIT,

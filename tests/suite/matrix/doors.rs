@@ -126,6 +126,10 @@ fn content(body: String) -> Outcome {
 /// `mcp`: `exec_command` runs and starts, `apply_patch` writes.
 pub(crate) struct Mcp;
 
+/// The shell MCP runs a line with: the one the other doors' lines run
+/// under (bash would retry a refused fork for 15 s).
+const SHELL: &str = "/bin/sh";
+
 type McpClient = RunningService<RoleClient, ()>;
 
 async fn mcp_client(at: &Server) -> Result<McpClient, String> {
@@ -221,6 +225,7 @@ impl super::Wire for Mcp {
         }
         let mut args = json!({
             "cmd": cmd.line,
+            "shell": SHELL,
             "timeout_ms": cmd.timeout_s * 1000,
             "yield_time_ms": (cmd.timeout_s + 10) * 1000,
         });
@@ -233,7 +238,7 @@ impl super::Wire for Mcp {
     fn open_session(&self, at: &Server, line: &str) -> Result<Box<dyn Session>, Outcome> {
         let opened = block(async {
             let client = mcp_client(at).await.map_err(Outcome::Unexpected)?;
-            let args = json!({"cmd": line, "yield_time_ms": 300});
+            let args = json!({"cmd": line, "shell": SHELL, "yield_time_ms": 300});
             match mcp_call(&client, "exec_command", args).await {
                 Ok(reply) => match reply["session_id"].as_u64() {
                     Some(id) => Ok(McpSession { client, id }),
