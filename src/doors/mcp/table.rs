@@ -345,6 +345,24 @@ mod tests {
     }
 
     #[test]
+    fn making_room_prunes_what_insert_would_and_adds_nothing() {
+        let mut t = SessionTable::new(10);
+        let sessions = fill(&mut t, A, 10);
+        sessions[6].exited.store(true, Ordering::Relaxed);
+        let pruned: Vec<u64> = t
+            .make_room(A, 10)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        assert_eq!(pruned, vec![7]);
+        assert_eq!(t.live_of(A).len(), 9);
+        assert!(t.make_room(B, 10).is_ok(), "a seat is free for anyone now");
+        fill(&mut t, A, 1);
+        assert!(t.make_room(B, 10).is_err(), "B holds none to prune");
+    }
+
+    #[test]
     fn full_table_prunes_the_least_recently_used_but_never_the_recent_eight() {
         let mut t = SessionTable::new(10);
         fill(&mut t, A, 10);

@@ -132,15 +132,20 @@ fn link_out(m: &Matrix, row: &dyn Wire) -> Verdict {
     let tag = format!("link-{}", row.protocol());
     let outside = Outside::plant(at, &tag);
     let mut cell = Cell::default();
-    let read = row.read(at, &format!("{tag}/missing/../link-out/secret"));
-    if let Outcome::Done { output, .. } = &read {
-        cell.check(!output.contains(SECRET), "the read leaked the secret");
+    for via in ["missing/../link-out", "link-out"] {
+        let read = row.read(at, &format!("{tag}/{via}/secret"));
+        if let Outcome::Done { output, .. } = &read {
+            cell.check(
+                !output.contains(SECRET),
+                format!("the read of {via} leaked the secret"),
+            );
+        }
+        cell.refused(&format!("read {via}"), read, None);
+        let write = row.write(at, &format!("{tag}/{via}/x"), "planted");
+        cell.refused(&format!("write {via}"), write, None);
+        let cwd = Cmd::line("touch ran-here").cwd(format!("{tag}/{via}"));
+        cell.refused(&format!("cwd {via}"), row.run(at, &cwd), None);
     }
-    cell.refused("read", read, None);
-    let write = row.write(at, &format!("{tag}/missing/../link-out/x"), "planted");
-    cell.refused("write", write, None);
-    let cwd = Cmd::line("touch ran-here").cwd(format!("{tag}/missing/../link-out"));
-    cell.refused("cwd", row.run(at, &cwd), None);
     outside.untouched(&mut cell);
     cell.verdict()
 }

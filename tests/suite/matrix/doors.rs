@@ -220,9 +220,6 @@ impl super::Wire for Mcp {
     }
 
     fn run(&self, at: &Server, cmd: &Cmd) -> Outcome {
-        if !cmd.env.is_empty() {
-            return Outcome::NotOffered("exec_command takes no environment");
-        }
         let mut args = json!({
             "cmd": cmd.line,
             "shell": SHELL,
@@ -232,7 +229,24 @@ impl super::Wire for Mcp {
         if let Some(cwd) = &cmd.cwd {
             args["workdir"] = json!(cwd);
         }
-        mcp_once(at, "exec_command", args)
+        if cmd.env.is_empty() {
+            return mcp_once(at, "exec_command", args);
+        }
+        // Asked anyway: an `env` argument must be refused, not ignored.
+        args["env"] = json!(
+            cmd.env
+                .iter()
+                .cloned()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        );
+        match mcp_once(at, "exec_command", args) {
+            Outcome::Refused { said, .. } if said.contains("unknown field `env`") => {
+                Outcome::NotOffered(
+                    "exec_command takes no environment (an env argument is refused)",
+                )
+            }
+            other => other,
+        }
     }
 
     fn open_session(&self, at: &Server, line: &str) -> Result<Box<dyn Session>, Outcome> {
