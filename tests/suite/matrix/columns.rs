@@ -4,7 +4,7 @@
 //! the door does not offer is named `n/a` with the door's reason.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -437,11 +437,12 @@ fn fork_bomb(m: &Matrix, row: &dyn Wire) -> Verdict {
             Verdict::NotApplicable(why)
         };
     }
-    // A marker per door: `sleep` of a number of seconds nothing else sleeps.
-    let seconds = format!(
-        "{}",
-        3300 + row.protocol().len() * 7 + row.protocol().as_bytes()[0] as usize
-    );
+    // A marker per door and per test process: `sleep` of a number of
+    // seconds nothing else on the machine sleeps.
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let seconds =
+        (40_000 + (std::process::id() as usize % 4096) * 8 + NEXT.fetch_add(1, Ordering::Relaxed))
+            .to_string();
     let mut cell = Cell::default();
     let bomb = format!("i=0; while [ $i -lt 300 ]; do sleep {seconds} & i=$((i+1)); echo $i; done");
     let started = Instant::now();
