@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod pids;
 mod process;
+#[cfg(target_os = "linux")]
+pub mod race;
 pub use process::{ServerProcess, gone_within, is_alive, pid_in};
 
 /// Names the binary under test instead of cargo's build (CI points it at

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::sandboxd_grpc::{GrpcServer, config, runtime};
 use super::sandboxd_rest::{Listening, TOKEN, run};
+use crate::common::race::swap_until;
 use crate::common::{TestEnv, listening_addrs, serve_listening};
 
 /// What the file outside the root holds; no reply may contain it.
@@ -182,31 +183,6 @@ fn grpc_execute_and_start_refuse_a_cwd_through_a_missing_directory_to_a_link_out
         }
     });
     assert_outside_untouched(&outside);
-}
-
-/// Swaps the names `a` and `b` (a directory and a link) until `stop`.
-fn swap_until(a: PathBuf, b: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || {
-        use std::os::unix::ffi::OsStrExt;
-        let a = std::ffi::CString::new(a.as_os_str().as_bytes()).unwrap();
-        let b = std::ffi::CString::new(b.as_os_str().as_bytes()).unwrap();
-        let mut swaps = 0;
-        while !stop.load(Ordering::Relaxed) {
-            // SAFETY: two NUL-terminated paths.
-            let ret = unsafe {
-                libc::renameat2(
-                    libc::AT_FDCWD,
-                    a.as_ptr(),
-                    libc::AT_FDCWD,
-                    b.as_ptr(),
-                    libc::RENAME_EXCHANGE,
-                )
-            };
-            assert_eq!(ret, 0, "renameat2: {}", std::io::Error::last_os_error());
-            swaps += 1;
-        }
-        swaps
-    })
 }
 
 #[test]

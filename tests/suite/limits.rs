@@ -7,42 +7,15 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::common::TestEnv;
+use crate::common::pids::{has_pids_controller, running};
 use crate::suite::exec_json::jsonl;
 
 /// A marker no other process on the machine runs: `sleep` of this many seconds.
 const MARKER_SECONDS: &str = "3171";
 
-/// Whether this machine has a `pids` controller agent-reach can use: the
-/// cgroup v1 `pids` hierarchy, or cgroup2 offering `pids`.
-fn has_pids_controller() -> bool {
-    let v1 = std::fs::read_to_string("/proc/self/cgroup")
-        .is_ok_and(|text| text.lines().any(|l| l.split(':').nth(1) == Some("pids")));
-    let v2 = [
-        "/sys/fs/cgroup/cgroup.controllers",
-        "/sys/fs/cgroup/unified/cgroup.controllers",
-    ]
-    .iter()
-    .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.split_whitespace().any(|c| c == "pids")));
-    v1 || v2
-}
-
 /// Processes whose command line is `sleep MARKER_SECONDS`.
 fn marker_sleeps() -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.parse::<u32>().is_ok())
-        })
-        .filter(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| c == format!("sleep\0{MARKER_SECONDS}\0").as_bytes())
-        })
-        .count()
+    running(&["sleep", MARKER_SECONDS])
 }
 
 #[test]

@@ -16,6 +16,8 @@ mod gate;
 mod hidden_secrets;
 mod limits;
 pub(crate) mod listeners;
+#[cfg(target_os = "linux")]
+mod matrix;
 mod mcp_http;
 mod output;
 mod path_guard;

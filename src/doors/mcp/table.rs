@@ -112,6 +112,29 @@ impl<S: Prunable> SessionTable<S> {
         session: Arc<S>,
         owner_max: usize,
     ) -> Result<(u64, Pruned<S>), TableFull> {
+        let pruned = self.make_room(owner, owner_max)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        self.clock += 1;
+        self.live.insert(
+            id,
+            Slot {
+                owner,
+                session,
+                last_used: self.clock,
+            },
+        );
+        Ok((id, pruned))
+    }
+
+    /// Prunes what [`Self::insert`] would for one more session of `owner`,
+    /// without adding one: called before the session's process starts, so
+    /// a session the table refuses never runs.
+    pub(crate) fn make_room(
+        &mut self,
+        owner: ClientId,
+        owner_max: usize,
+    ) -> Result<Pruned<S>, TableFull> {
         let owner_max = owner_max.max(1);
         if self.live.len() >= self.max && self.count_of(owner) == 0 {
             return Err(TableFull { max: self.max });
@@ -131,18 +154,7 @@ impl<S: Prunable> SessionTable<S> {
             };
             pruned.extend(self.take(victim));
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.clock += 1;
-        self.live.insert(
-            id,
-            Slot {
-                owner,
-                session,
-                last_used: self.clock,
-            },
-        );
-        Ok((id, pruned))
+        Ok(pruned)
     }
 
     fn take(&mut self, id: u64) -> Option<(u64, Arc<S>)> {
@@ -330,6 +342,24 @@ mod tests {
         let sessions = fill(&mut t, A, 10);
         sessions[6].exited.store(true, Ordering::Relaxed);
         assert_eq!(insert(&mut t, A, 10), (11, vec![7]));
+    }
+
+    #[test]
+    fn making_room_prunes_what_insert_would_and_adds_nothing() {
+        let mut t = SessionTable::new(10);
+        let sessions = fill(&mut t, A, 10);
+        sessions[6].exited.store(true, Ordering::Relaxed);
+        let pruned: Vec<u64> = t
+            .make_room(A, 10)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.0)
+            .collect();
+        assert_eq!(pruned, vec![7]);
+        assert_eq!(t.live_of(A).len(), 9);
+        assert!(t.make_room(B, 10).is_ok(), "a seat is free for anyone now");
+        fill(&mut t, A, 1);
+        assert!(t.make_room(B, 10).is_err(), "B holds none to prune");
     }
 
     #[test]

@@ -69,6 +69,23 @@ impl AgentReachServer {
         // The budget and the caps the plan stage settled on ([limits]).
         let max_output_tokens = plan.render.max_output_tokens;
         let capped: Vec<String> = plan.capped.iter().map(|cap| cap.detail()).collect();
+        // Room in this client's table and a seat in the one table of every
+        // door (--max-sessions counts the other doors' live processes too),
+        // both before the process starts: a refused session never runs.
+        let pruned = self
+            .table()
+            .make_room(self.client.id(), self.client.max_sessions())
+            .map_err(ToolFailure::from)?;
+        self.kill_pruned(pruned);
+        let ticket = self
+            .inner
+            .config
+            .sessions
+            .admit(&self.client.caller(), EXEC_COMMAND)
+            .map_err(|full| {
+                self.log(&req, started, None, "rejected", None, 0, false);
+                ToolFailure::refused(full.to_string())
+            })?;
         let exec = Execution::spawn(plan.spec).map_err(|e| {
             self.log(&req, started, None, "error", None, 0, false);
             ToolFailure::from(e)
@@ -92,21 +109,7 @@ impl AgentReachServer {
             }
         };
         self.kill_pruned(pruned);
-        // The seat in the one table of every door (--max-sessions counts
-        // the other doors' live processes too).
-        match self
-            .inner
-            .config
-            .sessions
-            .admit(&self.client.caller(), EXEC_COMMAND)
-        {
-            Ok(ticket) => session.take_seat(ticket),
-            Err(full) => {
-                self.table().end(id, full.to_string());
-                session.exec.terminate().await;
-                return Err(ToolFailure::refused(full.to_string()));
-            }
-        }
+        session.take_seat(ticket);
         let until = started + req.yield_time;
         let outcome = self
             .wait_with_progress(&session, until, req.wait_for.as_ref(), ctx)
