@@ -202,10 +202,13 @@ async fn stream(dispatcher: Arc<Dispatcher>) -> i32 {
         if text.is_empty() {
             continue;
         }
+        // Admitted here, in the order the lines came: their places in the
+        // queue are their arrival order.
+        let admitted = dispatcher.admit_line(&text);
         let dispatcher = dispatcher.clone();
         let sender = sender.clone();
         tasks.spawn(async move {
-            let result = dispatcher.handle_line(&text).await;
+            let result = dispatcher.finish(admitted).await;
             let _ = sender.send(result);
         });
         while tasks.try_join_next().is_some() {}

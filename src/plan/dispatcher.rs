@@ -19,7 +19,7 @@ use crate::registry::kinds;
 use crate::registry::metrics::{Metrics, UNKNOWN_TOOL_LABEL};
 use crate::registry::secrets::{SECRETS_FILE_VAR, SecretStore, SecretsError, redact_text};
 use crate::result::{NormalizedResult, Status};
-use crate::scheduler::{Limits, Scheduler};
+use crate::scheduler::{Admission, Busy, Limits, Scheduler};
 
 /// What the dispatcher needs from the process it runs in.
 #[derive(Debug, Clone)]
@@ -74,7 +74,7 @@ pub(crate) struct Dispatcher {
     registry: Arc<Registry>,
     planner: Planner,
     scheduler: Scheduler,
-    cache: ResultCache,
+    cache: Arc<ResultCache>,
     metrics: Arc<Metrics>,
     runner: Arc<dyn Runner>,
 }
@@ -131,6 +131,7 @@ impl Dispatcher {
             queue: scheduler_settings.queue.unwrap_or(global * 8),
             groups: scheduler_settings.groups.clone(),
         };
+        let scheduler = Scheduler::machine_wide(limits, &config.home);
         let registry = Arc::new(registry);
         let planner = Planner::new(
             registry.clone(),
@@ -148,8 +149,8 @@ impl Dispatcher {
         Ok(Self {
             registry,
             planner,
-            scheduler: Scheduler::new(limits),
-            cache: ResultCache::default(),
+            scheduler,
+            cache: Arc::default(),
             metrics: Arc::new(Metrics::new()),
             runner,
         })
@@ -164,6 +165,11 @@ impl Dispatcher {
         &self.planner
     }
 
+    /// The scheduler every command of this process takes its slot from.
+    pub(crate) fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
     pub(crate) fn metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()
     }
@@ -176,38 +182,46 @@ impl Dispatcher {
     /// Answers one request line (JSON) of `exec`; a malformed line gets a
     /// `rejected` result.
     pub(crate) async fn handle_line(&self, line: &str) -> NormalizedResult {
-        self.handle_parsed(Request::from_line(line), Door::Exec)
-            .await
+        let admitted = self.admit_line(line);
+        self.finish(admitted).await
+    }
+
+    /// Plans one request line of `exec` and takes its place in the queue,
+    /// without waiting: a stream admits its lines in the order it read them
+    /// (then [`Self::finish`] each, concurrently).
+    pub(crate) fn admit_line(&self, line: &str) -> Admitted {
+        self.admit_parsed(Request::from_line(line), Door::Exec)
     }
 
     /// Answers one JSON request of `exec` (the tests' way in).
     #[cfg(test)]
     pub(crate) async fn handle_json(&self, value: &Value) -> NormalizedResult {
-        self.handle_parsed(Request::from_json(value), Door::Exec)
-            .await
+        let admitted = self.admit_parsed(Request::from_json(value), Door::Exec);
+        self.finish(admitted).await
     }
 
-    async fn handle_parsed(
-        &self,
-        parsed: Result<Request, Malformed>,
-        door: Door,
-    ) -> NormalizedResult {
+    fn admit_parsed(&self, parsed: Result<Request, Malformed>, door: Door) -> Admitted {
         match parsed {
-            Ok(request) => self.handle(request, door).await,
-            Err(malformed) => self.finish_refused(
+            Ok(request) => self.admit_request(request, door),
+            Err(malformed) => Admitted::Done(Box::new(self.finish_refused(
                 malformed.id,
                 malformed.tool,
                 UNKNOWN_TOOL_LABEL,
                 Rejection::rejected(malformed.kind, malformed.message),
-            ),
+            ))),
         }
     }
 
     /// Answers one request from `door`: always a normalized result, never a
     /// panic or a hang beyond the command's timeout.
     pub(crate) async fn handle(&self, request: Request, door: Door) -> NormalizedResult {
+        let admitted = self.admit_request(request, door);
+        self.finish(admitted).await
+    }
+
+    fn admit_request(&self, request: Request, door: Door) -> Admitted {
         match self.planner.plan(&request, door) {
-            Ok(plan) => self.run(request.id, plan).await,
+            Ok(plan) => self.admit(request.id, plan),
             Err(rejection) => {
                 let label = match &request.target {
                     super::Target::Tool { .. } => UNKNOWN_TOOL_LABEL,
@@ -215,49 +229,112 @@ impl Dispatcher {
                     super::Target::ApplyPatch { .. } => super::command::APPLY_PATCH_LABEL,
                 };
                 let tool = request.tool_name().map(str::to_owned);
-                self.finish_refused(request.id, tool, label, rejection)
+                Admitted::Done(Box::new(
+                    self.finish_refused(request.id, tool, label, rejection),
+                ))
             }
         }
     }
 
     /// Runs a plan to its result: the cache, the scheduler, the engine.
     pub(crate) async fn run(&self, id: Option<Value>, plan: super::Plan) -> NormalizedResult {
+        let admitted = self.admit(id, plan);
+        self.finish(admitted).await
+    }
+
+    /// The synchronous half of [`Self::run`]: the cache is looked up and the
+    /// scheduler gives the plan its place (or `busy`), in the caller's order.
+    pub(crate) fn admit(&self, id: Option<Value>, plan: super::Plan) -> Admitted {
         let mut leader = None;
         if let Some((key, ttl)) = &plan.cache {
-            let shared = match self.cache.lookup(key, *ttl) {
-                Lookup::Hit(hit) => Some(*hit),
-                Lookup::Wait(receiver) => receiver.await.ok(),
-                Lookup::Lead(guard) => {
-                    leader = Some(guard);
-                    None
+            match self.cache.lookup(key, *ttl) {
+                Lookup::Hit(hit) => {
+                    return Admitted::Done(Box::new(self.cached_answer(id, &plan, *hit)));
                 }
-            };
-            if let Some(mut hit) = shared {
-                hit.id = id;
-                hit.cached = true;
-                hit.capped = cap_names(&plan.capped);
-                self.metrics
-                    .record(&plan.label, hit.status, true, Duration::ZERO);
-                return hit;
+                Lookup::Wait(receiver) => {
+                    return Admitted::Shared(Box::new(SharedRun { id, plan, receiver }));
+                }
+                Lookup::Lead(guard) => leader = Some(guard),
             }
         }
-        let permit = match self.scheduler.acquire(plan.demand.clone()).await {
-            Ok(permit) => permit,
-            Err(busy) => {
-                let mut result = self.finish_refused(
-                    id,
-                    plan.tool.clone(),
-                    &plan.label,
-                    Rejection {
-                        status: Status::Busy,
-                        ..Rejection::rejected(kinds::QUEUE_FULL, busy.to_string())
-                    },
-                );
-                if let Some(error) = &mut result.error {
-                    error.retry_after_ms = Some(busy.retry_after_ms);
+        match self.scheduler.admit(plan.demand.clone()) {
+            Ok(admission) => Admitted::Queued(Box::new(QueuedRun {
+                id,
+                plan,
+                leader,
+                admission,
+            })),
+            Err(busy) => Admitted::Done(Box::new(self.busy(id, &plan, busy))),
+        }
+    }
+
+    /// The asynchronous half of [`Self::run`]: waits for the turn, runs.
+    pub(crate) async fn finish(&self, admitted: Admitted) -> NormalizedResult {
+        match admitted {
+            Admitted::Done(result) => *result,
+            Admitted::Shared(shared) => {
+                let SharedRun { id, plan, receiver } = *shared;
+                match receiver.await {
+                    Ok(hit) => self.cached_answer(id, &plan, hit),
+                    // The leader went away: run it ourselves, uncached.
+                    Err(_) => {
+                        let admitted = match self.scheduler.admit(plan.demand.clone()) {
+                            Ok(admission) => Admitted::Queued(Box::new(QueuedRun {
+                                id,
+                                plan,
+                                leader: None,
+                                admission,
+                            })),
+                            Err(busy) => Admitted::Done(Box::new(self.busy(id, &plan, busy))),
+                        };
+                        Box::pin(self.finish(admitted)).await
+                    }
                 }
-                return result;
             }
+            Admitted::Queued(queued) => self.run_queued(*queued).await,
+        }
+    }
+
+    fn cached_answer(
+        &self,
+        id: Option<Value>,
+        plan: &super::Plan,
+        mut hit: NormalizedResult,
+    ) -> NormalizedResult {
+        hit.id = id;
+        hit.cached = true;
+        hit.capped = cap_names(&plan.capped);
+        self.metrics
+            .record(&plan.label, hit.status, true, Duration::ZERO);
+        hit
+    }
+
+    fn busy(&self, id: Option<Value>, plan: &super::Plan, busy: Busy) -> NormalizedResult {
+        let mut result = self.finish_refused(
+            id,
+            plan.tool.clone(),
+            &plan.label,
+            Rejection {
+                status: Status::Busy,
+                ..Rejection::rejected(kinds::QUEUE_FULL, busy.to_string())
+            },
+        );
+        if let Some(error) = &mut result.error {
+            error.retry_after_ms = Some(busy.retry_after_ms);
+        }
+        result
+    }
+
+    async fn run_queued(&self, queued: QueuedRun) -> NormalizedResult {
+        let QueuedRun {
+            id,
+            plan,
+            leader,
+            admission,
+        } = queued;
+        let permit = match admission.permit().await {
+            Ok(permit) => permit,
+            Err(busy) => return self.busy(id, &plan, busy),
         };
         tracing::debug!(
             tool = %plan.label,
@@ -336,6 +413,31 @@ impl Dispatcher {
         let tool = tool.map(|t| self.redact(&t));
         NormalizedResult::refused(id, tool, rejection.status, rejection.kind, message)
     }
+}
+
+/// A request planned and admitted, not yet answered ([`Dispatcher::finish`]).
+pub(crate) enum Admitted {
+    /// Answered already (refused, busy, or from the cache).
+    Done(Box<NormalizedResult>),
+    /// An identical request runs: its result will be this one's.
+    Shared(Box<SharedRun>),
+    /// Started, or waiting for its turn.
+    Queued(Box<QueuedRun>),
+}
+
+/// A request waiting for an identical one's result.
+pub(crate) struct SharedRun {
+    id: Option<Value>,
+    plan: super::Plan,
+    receiver: tokio::sync::oneshot::Receiver<NormalizedResult>,
+}
+
+/// A request with its place in the scheduler.
+pub(crate) struct QueuedRun {
+    id: Option<Value>,
+    plan: super::Plan,
+    leader: Option<crate::registry::cache::LeaderGuard>,
+    admission: Admission,
 }
 
 /// The names a result's `capped` lists.

@@ -125,11 +125,7 @@ pub(crate) fn plan_tool(
     Ok(Plan {
         spec,
         render: super::render(request),
-        demand: Demand {
-            group: tool.group.clone(),
-            exclusive: tool.exclusive.clone(),
-            priority: request.priority,
-        },
+        demand: Demand::new(tool.group.clone(), tool.exclusive.clone(), request.priority),
         label: label.to_owned(),
         tool: Some(tool.name.clone()),
         cache,

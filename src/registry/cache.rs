@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::result::NormalizedResult;
@@ -37,23 +37,23 @@ pub(crate) struct ResultCache {
 }
 
 /// What a cacheable request should do.
-pub(crate) enum Lookup<'a> {
+pub(crate) enum Lookup {
     /// A fresh stored result.
     Hit(Box<NormalizedResult>),
     /// The same run is in flight: await its result (an error means it was
     /// abandoned; run it yourself then).
     Wait(tokio::sync::oneshot::Receiver<NormalizedResult>),
     /// Run it; the guard hands the result to waiters (and cleans up if dropped).
-    Lead(LeaderGuard<'a>),
+    Lead(LeaderGuard),
 }
 
 /// Held by the request that runs a cacheable command for everyone waiting.
-pub(crate) struct LeaderGuard<'a> {
-    cache: &'a ResultCache,
+pub(crate) struct LeaderGuard {
+    cache: Arc<ResultCache>,
     key: Option<CacheKey>,
 }
 
-impl LeaderGuard<'_> {
+impl LeaderGuard {
     /// Stores the result and hands it to the waiters when it is worth keeping.
     pub(crate) fn complete(mut self, ttl: Duration, result: &NormalizedResult, keep: bool) {
         let Some(key) = self.key.take() else { return };
@@ -75,7 +75,7 @@ impl LeaderGuard<'_> {
     }
 }
 
-impl Drop for LeaderGuard<'_> {
+impl Drop for LeaderGuard {
     fn drop(&mut self) {
         // Abandoned: the waiters' receivers fail and they run it themselves.
         if let Some(key) = self.key.take() {
@@ -90,7 +90,7 @@ impl Drop for LeaderGuard<'_> {
 
 impl ResultCache {
     /// A stored result, a run in flight to wait for, or the lead.
-    pub(crate) fn lookup(&self, key: &CacheKey, ttl: Duration) -> Lookup<'_> {
+    pub(crate) fn lookup(self: &Arc<Self>, key: &CacheKey, ttl: Duration) -> Lookup {
         if let Some(hit) = self.get(key, ttl) {
             return Lookup::Hit(Box::new(hit));
         }
@@ -104,7 +104,7 @@ impl ResultCache {
             None => {
                 in_flight.insert(key.clone(), Vec::new());
                 Lookup::Lead(LeaderGuard {
-                    cache: self,
+                    cache: self.clone(),
                     key: Some(key.clone()),
                 })
             }

@@ -523,7 +523,17 @@ fn list_sessions_shows_listening_ports() {
 #[test]
 fn a_full_table_prunes_and_says_so() {
     run(async {
-        let s = serve_with(&["--max-sessions", "9"]).await;
+        // Every running session holds a slot of the scheduler: room for ten.
+        let env = TestEnv::new();
+        let config = env.write(
+            "registry.toml",
+            "allow_raw_commands = true\n[scheduler]\nglobal = 10\n",
+        );
+        let s = serve_in(
+            env,
+            &["--max-sessions", "9", "--config", config.to_str().unwrap()],
+        )
+        .await;
         for _ in 0..9 {
             let (_, v) = s
                 .ok(
@@ -1244,6 +1254,68 @@ fn bytes_pending_counts_what_the_command_wrote_and_no_reply_took() {
         assert!(v["output"].as_str().unwrap().contains("bold"), "{v}");
         let (_, v) = s.ok("list_sessions", json!({})).await;
         assert_eq!(v["sessions"][0]["bytes_pending"], 0, "{v}");
+        s.close().await;
+    });
+}
+
+#[test]
+fn exec_command_sessions_take_a_machine_wide_slot_while_their_command_runs() {
+    run(async {
+        let env = TestEnv::new();
+        let log = env.work().join("stamps.log");
+        let config = env.write(
+            "registry.toml",
+            format!(
+                "allow_raw_commands = true\n[scheduler]\nglobal = 1\n[[tools]]\nname = \"stamp\"\ncommand = [\"sh\", \"-c\", \"echo \\\"exec start $(date +%s%N)\\\" >> {}\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
+                log.display()
+            ),
+        );
+        let s = serve_in(env, &["--config", config.to_str().unwrap()]).await;
+        let cmd = format!(
+            "echo \"session start $(date +%s%N)\" >> {0}; sleep 1; echo \"session end $(date +%s%N)\" >> {0}",
+            log.display()
+        );
+        let (text, _) = s
+            .ok("exec_command", json!({"cmd": cmd, "yield_time_ms": 200}))
+            .await;
+        assert!(text.contains("session"), "still running: {text}");
+        // Another process sharing the home waits for the session's slot.
+        let mut exec = Command::new(bin());
+        exec.args(["exec", "--json", "--config"])
+            .arg(&config)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", s.env.root.path().join("home"))
+            .env("AGENT_REACH_HOME", s.env.ar_home())
+            .current_dir(s.env.work())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = exec.spawn().unwrap();
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"{\"tool\": \"stamp\"}\n").await.unwrap();
+        }
+        let out = child.wait_with_output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let stamps = std::fs::read_to_string(&log).unwrap();
+        let at = |what: &str| -> u128 {
+            stamps
+                .lines()
+                .find(|l| l.starts_with(what))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no {what:?} in\n{stamps}"))
+        };
+        assert!(
+            at("exec start") >= at("session end"),
+            "the one-shot command ran beside the session:\n{stamps}"
+        );
         s.close().await;
     });
 }
