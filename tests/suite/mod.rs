@@ -16,6 +16,7 @@ mod hidden_secrets;
 mod limits;
 pub(crate) mod listeners;
 mod mcp_http;
+mod operator_knobs;
 mod output;
 mod path_guard;
 mod policy;
