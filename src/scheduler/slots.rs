@@ -7,8 +7,9 @@
 //! slot by locking the first free file without blocking and gives it back by
 //! unlocking it. The kernel drops a lock with the last descriptor of its
 //! open file description, so a holder that dies (`kill -9` included) leaks
-//! nothing. The files are opened once per process and kept (close-on-exec,
-//! so no child inherits a lock): taking a slot is one `flock` call.
+//! nothing. A file is open only while its slot is held (close-on-exec, so
+//! no child inherits a lock): taking a slot is an `open` and a `flock`,
+//! giving it back a `close`.
 //!
 //! Two descriptors of one file conflict even within one process, so the
 //! slots a process holds are also seen by its own other requests; the
@@ -34,73 +35,46 @@ pub(crate) struct SlotsError {
     source: std::io::Error,
 }
 
-/// One lock file, opened on first use and kept open.
+/// One lock file, open only while held: a process keeps no descriptor for
+/// a slot it does not hold (descriptors are what a busy server runs out of).
 #[derive(Debug)]
 struct SlotFile {
     path: PathBuf,
-    state: SlotState,
-}
-
-#[derive(Debug)]
-enum SlotState {
-    Closed,
-    Open(File),
-    Held(Flock<File>),
+    held: Option<Flock<File>>,
 }
 
 impl SlotFile {
     fn new(path: PathBuf) -> Self {
-        Self {
-            path,
-            state: SlotState::Closed,
-        }
+        Self { path, held: None }
     }
 
     /// Locks the file without blocking; false when another holder has it
-    /// (or it cannot be opened, which is logged and counts as taken).
+    /// (or it cannot be opened, which counts as taken: descriptors ran out,
+    /// or the directory went away, and a later try may succeed).
     fn try_take(&mut self) -> bool {
-        let file = match std::mem::replace(&mut self.state, SlotState::Closed) {
-            SlotState::Held(held) => {
-                self.state = SlotState::Held(held);
+        if self.held.is_some() {
+            return false;
+        }
+        let file = match OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.path)
+        {
+            Ok(file) => file,
+            Err(err) => {
+                tracing::debug!(path = %self.path.display(), error = %err, "cannot open a slot file");
                 return false;
             }
-            SlotState::Open(file) => file,
-            SlotState::Closed => match OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&self.path)
-            {
-                Ok(file) => file,
-                Err(err) => {
-                    tracing::warn!(path = %self.path.display(), error = %err, "cannot open a slot file");
-                    return false;
-                }
-            },
         };
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(held) => {
-                self.state = SlotState::Held(held);
-                true
-            }
-            Err((file, _)) => {
-                self.state = SlotState::Open(file);
-                false
-            }
-        }
+        // A file that is not locked is closed at once (the `Err` drops it).
+        self.held = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok();
+        self.held.is_some()
     }
 
+    /// Closing the descriptor drops the lock.
     fn give_back(&mut self) {
-        if let SlotState::Held(held) = std::mem::replace(&mut self.state, SlotState::Closed) {
-            match held.unlock() {
-                Ok(file) => self.state = SlotState::Open(file),
-                // Dropping the descriptor drops the lock for certain.
-                Err((held, err)) => {
-                    tracing::warn!(path = %self.path.display(), error = %err, "cannot unlock a slot file");
-                    drop(held);
-                }
-            }
-        }
+        self.held = None;
     }
 }
 

@@ -38,3 +38,47 @@ fn the_registrys_env_may_still_choose_another_locale() {
     let registry = format!("[env]\nLC_ALL = \"POSIX\"\n{CHARMAP}");
     assert_eq!(charmap(&env, &registry, &[("LANG", "C")]), "ANSI_X3.4-1968");
 }
+
+#[test]
+fn out_of_descriptors_is_busy_never_an_error() {
+    let env = TestEnv::new();
+    let config = env.write(
+        "registry.toml",
+        "[scheduler]\nglobal = 40\n[[tools]]\nname = \"nap\"\ncommand = [\"sleep\", \"0.3\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
+    );
+    let input: String = (0..40)
+        .map(|i| format!("{}\n", json!({"id": i, "tool": "nap"})))
+        .collect();
+    // `ulimit -n` sets the hard limit too: nothing can be raised past it.
+    let run = env
+        .cmd_at("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 48 && exec {} exec --jsonl --config {}",
+            crate::common::bin().display(),
+            config.display()
+        ))
+        .stdin(input)
+        .run();
+    run.success();
+    let results = crate::suite::exec_json::parse_lines(&run.stdout_str());
+    assert_eq!(results.len(), 40, "{}", run.stdout_str());
+    let mut busy = 0;
+    for result in results.values() {
+        match result["status"].as_str() {
+            Some("success") => {}
+            Some("busy") => {
+                busy += 1;
+                assert!(
+                    result["error"]["retry_after_ms"].as_u64().unwrap() > 0,
+                    "{result}"
+                );
+            }
+            _ => panic!("load reported as a failure: {result}"),
+        }
+    }
+    assert!(busy < 40, "nothing ran at all");
+    if busy == 0 {
+        crate::common::skipped(None, "48 descriptors were enough for 40 commands here");
+    }
+}
