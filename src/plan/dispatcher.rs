@@ -246,8 +246,8 @@ impl Dispatcher {
     /// scheduler gives the plan its place (or `busy`), in the caller's order.
     pub(crate) fn admit(&self, id: Option<Value>, plan: super::Plan) -> Admitted {
         let mut leader = None;
-        if let Some((key, ttl)) = &plan.cache {
-            match self.cache.lookup(key, *ttl) {
+        if let Some(cacheable) = &plan.cache {
+            match self.cache.lookup(&cacheable.key, cacheable.ttl) {
                 Lookup::Hit(hit) => {
                     return Admitted::Done(Box::new(self.cached_answer(id, &plan, *hit)));
                 }
@@ -361,9 +361,11 @@ impl Dispatcher {
         result.cached = false;
         result.capped = cap_names(&capped);
         self.scrub(&mut result);
-        if let (Some(guard), Some((_, ttl))) = (leader, cache) {
-            let keep = matches!(result.status, Status::Success | Status::Failure);
-            guard.complete(ttl, &result, keep);
+        if let (Some(guard), Some(cacheable)) = (leader, cache) {
+            // A failure is kept only where the operator asked for it.
+            let keep = result.status == Status::Success
+                || (result.status == Status::Failure && cacheable.keep_failures);
+            guard.complete(cacheable.ttl, &result, keep);
         }
         self.metrics
             .record(&label, result.status, false, started.elapsed());

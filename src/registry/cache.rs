@@ -1,8 +1,13 @@
 //! Results of `cache_ttl` tools, kept for an identical request within the TTL.
 //!
 //! Identical means the same tool, the same final argv, the same directory
-//! and terminal mode: what would actually run. Only results of commands that
-//! ran to an exit (success or failure) are kept; timeouts and errors are not.
+//! and terminal mode: what would actually run. Only tools of `low` risk or
+//! marked `idempotent` are cached, never for a request carrying `approve` or
+//! `no_cache` ([`crate::plan`] decides); only successes are kept, failures
+//! too with `cache_failures = true`, timeouts and errors never.
+//!
+//! The cache is per process: a small file store shared by the processes of
+//! one home would help one-shot `exec --json` callers, and is not done.
 //! Identical requests that arrive while the first still runs wait for its
 //! result instead of running the command again.
 
@@ -21,6 +26,15 @@ pub(crate) struct CacheKey {
     pub(crate) argv: Vec<OsString>,
     pub(crate) cwd: PathBuf,
     pub(crate) tty: bool,
+}
+
+/// How a plan may use the cache.
+#[derive(Debug, Clone)]
+pub(crate) struct Cacheable {
+    pub(crate) key: CacheKey,
+    pub(crate) ttl: Duration,
+    /// Results with a non-zero exit are kept too (`cache_failures = true`).
+    pub(crate) keep_failures: bool,
 }
 
 /// At most this many results are kept; the oldest go first.

@@ -82,3 +82,81 @@ fn out_of_descriptors_is_busy_never_an_error() {
         crate::common::skipped(None, "48 descriptors were enough for 40 commands here");
     }
 }
+
+/// A tool that appends a line to `runs-NAME` each time it really runs.
+fn counting_tool(name: &str, risk: &str, extra: &str, exit: u8) -> String {
+    format!(
+        "[[tools]]\nname = \"{name}\"\ncommand = [\"sh\", \"-c\", \"echo ran >> runs-{name}; exit {exit}\"]\ncwd = \"project_root\"\nrisk = \"{risk}\"\ncache_ttl = 60\n{extra}\n"
+    )
+}
+
+fn runs_of(env: &TestEnv, name: &str) -> usize {
+    std::fs::read_to_string(env.work().join(format!("runs-{name}")))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn the_cache_never_skips_a_risky_approved_failed_or_fresh_run() {
+    let env = TestEnv::new();
+    let registry = [
+        counting_tool("high", "high", "", 0),
+        counting_tool("low", "low", "", 0),
+        counting_tool("fresh", "low", "", 0),
+        counting_tool("approved", "low", "", 0),
+        counting_tool("fails", "low", "", 3),
+        counting_tool("fails_kept", "low", "cache_failures = true", 3),
+        counting_tool("idem", "medium", "idempotent = true", 0),
+    ]
+    .concat();
+    let mut requests = Vec::new();
+    for round in 0..2 {
+        requests.push(json!({"id": format!("high{round}"), "tool": "high", "approve": true}));
+        requests.push(json!({"id": format!("low{round}"), "tool": "low"}));
+        requests.push(json!({"id": format!("fresh{round}"), "tool": "fresh", "no_cache": true}));
+        requests
+            .push(json!({"id": format!("approved{round}"), "tool": "approved", "approve": true}));
+        requests.push(json!({"id": format!("fails{round}"), "tool": "fails"}));
+        requests.push(json!({"id": format!("fails_kept{round}"), "tool": "fails_kept"}));
+        requests.push(json!({"id": format!("idem{round}"), "tool": "idem"}));
+    }
+    let (run, results) = crate::suite::exec_json::jsonl(&env, &registry, &requests, &[]);
+    run.success();
+    assert_eq!(results.len(), requests.len(), "{}", run.stdout_str());
+    for (tool, runs) in [
+        ("high", 2),
+        ("low", 1),
+        ("fresh", 2),
+        ("approved", 2),
+        ("fails", 2),
+        ("fails_kept", 1),
+        ("idem", 1),
+    ] {
+        assert_eq!(
+            runs_of(&env, tool),
+            runs,
+            "runs of {tool}: {}",
+            run.stdout_str()
+        );
+    }
+    assert_eq!(results["high1"]["cached"], false);
+    assert_eq!(results["fails1"]["status"], "failure");
+}
+
+#[test]
+fn tools_check_reports_a_cache_on_a_tool_above_low_risk() {
+    let env = TestEnv::new();
+    let risky = env.write("risky.toml", counting_tool("deploy", "high", "", 0));
+    let run = env.cmd().args(["tools", "check"]).arg(&risky).run();
+    run.code_is(1).stdout_contains("cache_ttl");
+    let marked = env.write(
+        "marked.toml",
+        counting_tool("query", "medium", "idempotent = true", 0),
+    );
+    env.cmd()
+        .args(["tools", "check"])
+        .arg(&marked)
+        .run()
+        .success();
+}
