@@ -87,7 +87,8 @@ fn init_logging(ctx: &ProcessContext) {
         .and_then(|v| v.to_str())
         .filter(|v| !v.is_empty())
     {
-        crate::logging::init_stderr_text(filter);
+        // JSON lines on stderr; stderr cannot fail to open.
+        let _ = crate::logging::init(None, Some(filter));
     }
 }
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::request::{Malformed, Request};
 use super::runner::{EngineRunner, Runner};
 use super::{Door, Planner, PlannerConfig, Rejection};
+use crate::logging::{self, ExecutionRecord};
 use crate::registry::Registry;
 use crate::registry::cache::{Lookup, ResultCache};
 use crate::registry::kinds;
@@ -208,6 +209,7 @@ impl Dispatcher {
                 malformed.tool,
                 UNKNOWN_TOOL_LABEL,
                 Rejection::rejected(malformed.kind, malformed.message),
+                door,
             ))),
         }
     }
@@ -221,7 +223,7 @@ impl Dispatcher {
 
     fn admit_request(&self, request: Request, door: Door) -> Admitted {
         match self.planner.plan(&request, door) {
-            Ok(plan) => self.admit(request.id, plan),
+            Ok(plan) => self.admit(request.id, plan, door),
             Err(rejection) => {
                 let label = match &request.target {
                     super::Target::Tool { .. } => UNKNOWN_TOOL_LABEL,
@@ -230,41 +232,64 @@ impl Dispatcher {
                 };
                 let tool = request.tool_name().map(str::to_owned);
                 Admitted::Done(Box::new(
-                    self.finish_refused(request.id, tool, label, rejection),
+                    self.finish_refused(request.id, tool, label, rejection, door),
                 ))
             }
         }
     }
 
     /// Runs a plan to its result: the cache, the scheduler, the engine.
-    pub(crate) async fn run(&self, id: Option<Value>, plan: super::Plan) -> NormalizedResult {
-        let admitted = self.admit(id, plan);
+    pub(crate) async fn run(
+        &self,
+        id: Option<Value>,
+        plan: super::Plan,
+        door: Door,
+    ) -> NormalizedResult {
+        let admitted = self.admit(id, plan, door);
         self.finish(admitted).await
     }
 
     /// The synchronous half of [`Self::run`]: the cache is looked up and the
     /// scheduler gives the plan its place (or `busy`), in the caller's order.
-    pub(crate) fn admit(&self, id: Option<Value>, plan: super::Plan) -> Admitted {
+    pub(crate) fn admit(&self, id: Option<Value>, plan: super::Plan, door: Door) -> Admitted {
+        let door = door_name(door);
         let mut leader = None;
         if let Some(cacheable) = &plan.cache {
             match self.cache.lookup(&cacheable.key, cacheable.ttl) {
                 Lookup::Hit(hit) => {
-                    return Admitted::Done(Box::new(self.cached_answer(id, &plan, *hit)));
+                    return Admitted::Done(Box::new(self.cached_answer(id, &plan, *hit, door)));
                 }
                 Lookup::Wait(receiver) => {
-                    return Admitted::Shared(Box::new(SharedRun { id, plan, receiver }));
+                    return Admitted::Shared(Box::new(SharedRun {
+                        id,
+                        plan,
+                        receiver,
+                        door,
+                    }));
                 }
                 Lookup::Lead(guard) => leader = Some(guard),
             }
         }
+        self.queue(id, plan, leader, door)
+    }
+
+    fn queue(
+        &self,
+        id: Option<Value>,
+        plan: super::Plan,
+        leader: Option<crate::registry::cache::LeaderGuard>,
+        door: &'static str,
+    ) -> Admitted {
         match self.scheduler.admit(plan.demand.clone()) {
             Ok(admission) => Admitted::Queued(Box::new(QueuedRun {
                 id,
                 plan,
                 leader,
                 admission,
+                door,
+                admitted_at: Instant::now(),
             })),
-            Err(busy) => Admitted::Done(Box::new(self.busy(id, &plan, busy))),
+            Err(busy) => Admitted::Done(Box::new(self.busy(id, &plan, busy, door))),
         }
     }
 
@@ -273,20 +298,17 @@ impl Dispatcher {
         match admitted {
             Admitted::Done(result) => *result,
             Admitted::Shared(shared) => {
-                let SharedRun { id, plan, receiver } = *shared;
+                let SharedRun {
+                    id,
+                    plan,
+                    receiver,
+                    door,
+                } = *shared;
                 match receiver.await {
-                    Ok(hit) => self.cached_answer(id, &plan, hit),
+                    Ok(hit) => self.cached_answer(id, &plan, hit, door),
                     // The leader went away: run it ourselves, uncached.
                     Err(_) => {
-                        let admitted = match self.scheduler.admit(plan.demand.clone()) {
-                            Ok(admission) => Admitted::Queued(Box::new(QueuedRun {
-                                id,
-                                plan,
-                                leader: None,
-                                admission,
-                            })),
-                            Err(busy) => Admitted::Done(Box::new(self.busy(id, &plan, busy))),
-                        };
+                        let admitted = self.queue(id, plan, None, door);
                         Box::pin(self.finish(admitted)).await
                     }
                 }
@@ -300,17 +322,45 @@ impl Dispatcher {
         id: Option<Value>,
         plan: &super::Plan,
         mut hit: NormalizedResult,
+        door: &str,
     ) -> NormalizedResult {
         hit.id = id;
         hit.cached = true;
         hit.capped = cap_names(&plan.capped);
         self.metrics
             .record(&plan.label, hit.status, true, Duration::ZERO);
+        self.log(door, &LoggedPlan::of(plan), &hit, Duration::ZERO);
         hit
     }
 
-    fn busy(&self, id: Option<Value>, plan: &super::Plan, busy: Busy) -> NormalizedResult {
-        let mut result = self.finish_refused(
+    /// The one log record of a request that reached the scheduler or the
+    /// cache (refusals are logged by [`Self::finish_refused`]).
+    fn log(&self, door: &str, plan: &LoggedPlan, result: &NormalizedResult, queue: Duration) {
+        let mut record =
+            ExecutionRecord::now(door, &plan.caller, &plan.cwd, status_name(result.status));
+        match &plan.tool {
+            Some(tool) => record.tool = Some(tool.clone()),
+            None => {
+                record.argv = Some(
+                    plan.argv
+                        .iter()
+                        .map(|arg| self.redact(&arg.to_string_lossy()))
+                        .collect(),
+                );
+            }
+        }
+        fill_record(&mut record, result, queue);
+        logging::record(&record);
+    }
+
+    fn busy(
+        &self,
+        id: Option<Value>,
+        plan: &super::Plan,
+        busy: Busy,
+        door: &str,
+    ) -> NormalizedResult {
+        let mut result = self.refused_quietly(
             id,
             plan.tool.clone(),
             &plan.label,
@@ -322,6 +372,7 @@ impl Dispatcher {
         if let Some(error) = &mut result.error {
             error.retry_after_ms = Some(busy.retry_after_ms);
         }
+        self.log(door, &LoggedPlan::of(plan), &result, Duration::ZERO);
         result
     }
 
@@ -331,11 +382,15 @@ impl Dispatcher {
             plan,
             leader,
             admission,
+            door,
+            admitted_at,
         } = queued;
         let permit = match admission.permit().await {
             Ok(permit) => permit,
-            Err(busy) => return self.busy(id, &plan, busy),
+            Err(busy) => return self.busy(id, &plan, busy, door),
         };
+        let queue = admitted_at.elapsed();
+        let logged = LoggedPlan::of(&plan);
         tracing::debug!(
             tool = %plan.label,
             argv = %self.redact(&format!("{:?}", plan.spec.argv)),
@@ -369,13 +424,7 @@ impl Dispatcher {
         }
         self.metrics
             .record(&label, result.status, false, started.elapsed());
-        tracing::info!(
-            tool = %label,
-            status = ?result.status,
-            exit_code = ?result.exit_code,
-            duration_ms = result.duration_ms,
-            "finished"
-        );
+        self.log(door, &logged, &result, queue);
         result
     }
 
@@ -399,6 +448,28 @@ impl Dispatcher {
         tool: Option<String>,
         label: &str,
         rejection: Rejection,
+        door: Door,
+    ) -> NormalizedResult {
+        let result = self.refused_quietly(id, tool, label, rejection);
+        let mut record = ExecutionRecord::now(
+            door_name(door),
+            crate::scheduler::LOCAL_CALLER,
+            &self.registry.root,
+            status_name(result.status),
+        );
+        record.tool = result.tool.clone();
+        fill_record(&mut record, &result, Duration::ZERO);
+        logging::record(&record);
+        result
+    }
+
+    /// The result of a refused request, counted (the caller logs it).
+    fn refused_quietly(
+        &self,
+        id: Option<Value>,
+        tool: Option<String>,
+        label: &str,
+        rejection: Rejection,
     ) -> NormalizedResult {
         let message = self.redact(&rejection.message);
         let label = if label == UNKNOWN_TOOL_LABEL {
@@ -411,7 +482,7 @@ impl Dispatcher {
         };
         self.metrics
             .record(&label, rejection.status, false, Duration::ZERO);
-        tracing::info!(tool = %label, kind = rejection.kind, message = %message, "refused");
+        tracing::debug!(tool = %label, kind = rejection.kind, message = %message, "refused");
         let tool = tool.map(|t| self.redact(&t));
         NormalizedResult::refused(id, tool, rejection.status, rejection.kind, message)
     }
@@ -432,6 +503,7 @@ pub(crate) struct SharedRun {
     id: Option<Value>,
     plan: super::Plan,
     receiver: tokio::sync::oneshot::Receiver<NormalizedResult>,
+    door: &'static str,
 }
 
 /// A request with its place in the scheduler.
@@ -440,6 +512,70 @@ pub(crate) struct QueuedRun {
     plan: super::Plan,
     leader: Option<crate::registry::cache::LeaderGuard>,
     admission: Admission,
+    door: &'static str,
+    admitted_at: Instant,
+}
+
+/// What the log says of a plan, kept when its spec goes to the runner.
+struct LoggedPlan {
+    tool: Option<String>,
+    argv: Vec<OsString>,
+    cwd: PathBuf,
+    caller: String,
+}
+
+impl LoggedPlan {
+    fn of(plan: &super::Plan) -> Self {
+        Self {
+            tool: plan.tool.clone(),
+            argv: plan.spec.argv.clone(),
+            cwd: plan.spec.cwd.clone(),
+            caller: plan.demand.caller.clone(),
+        }
+    }
+}
+
+/// The door's name in the logs.
+fn door_name(door: Door) -> &'static str {
+    match door {
+        Door::Run => "run",
+        Door::Exec => "exec",
+        Door::Mcp { .. } => "mcp",
+        Door::Listener => "listener",
+    }
+}
+
+/// A status as the normalized result spells it.
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Success => "success",
+        Status::Failure => "failure",
+        Status::Timeout => "timeout",
+        Status::Rejected => "rejected",
+        Status::Busy => "busy",
+        Status::Error => "error",
+    }
+}
+
+/// The record's fields that come from the result.
+fn fill_record(record: &mut ExecutionRecord, result: &NormalizedResult, queue: Duration) {
+    record.exit_code = result.exit_code;
+    record.signal = result.signal;
+    record.duration_ms = result.duration_ms;
+    record.queue_ms = u64::try_from(queue.as_millis()).unwrap_or(u64::MAX);
+    record.bytes_out = result.original_bytes.stdout + result.original_bytes.stderr;
+    record.truncated = result.truncated;
+    record.cached = result.cached;
+    let output = if result.stdout.trim().is_empty() {
+        result
+            .error
+            .as_ref()
+            .map_or(result.stderr.as_str(), |e| e.message.as_str())
+    } else {
+        result.stdout.as_str()
+    };
+    // The result's texts are redacted already (`scrub`).
+    record.summary = logging::summary(output);
 }
 
 /// The names a result's `capped` lists.

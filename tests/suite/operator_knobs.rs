@@ -160,3 +160,83 @@ fn tools_check_reports_a_cache_on_a_tool_above_low_risk() {
         .run()
         .success();
 }
+
+/// The contract's fields of an execution record, exactly.
+const RECORD_FIELDS: [&str; 15] = [
+    "time",
+    "door",
+    "caller",
+    "cwd",
+    "status",
+    "exit_code",
+    "signal",
+    "duration_ms",
+    "queue_ms",
+    "bytes_out",
+    "truncated",
+    "cached",
+    "summary",
+    "tool",
+    "argv",
+];
+
+#[test]
+fn exec_logs_one_json_record_per_execution_when_asked() {
+    let env = TestEnv::new();
+    let config = env.write(
+        "registry.toml",
+        "allow_raw_commands = true\n[[tools]]\nname = \"two_lines\"\ncommand = [\"sh\", \"-c\", \"echo first; echo middle; echo $TOKEN last\"]\ncwd = \"project_root\"\nrisk = \"low\"\nsecrets = [\"TOKEN\"]\n",
+    );
+    let input = [
+        json!({"id": 1, "tool": "two_lines"}),
+        json!({"id": 2, "command": ["sh", "-c", "exit 3"]}),
+        json!({"id": 3, "tool": "missing"}),
+    ]
+    .iter()
+    .map(|l| format!("{l}\n"))
+    .collect::<String>();
+    let run = env
+        .cmd()
+        .args(["exec", "--jsonl", "--config"])
+        .arg(&config)
+        .env("AGENT_REACH_LOG", "info")
+        .env("TOKEN", "s3cr3t-value")
+        .stdin(input)
+        .run();
+    run.success();
+    let records: Vec<serde_json::Value> = run
+        .stderr_str()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("door").is_some())
+        .collect();
+    assert_eq!(
+        records.len(),
+        3,
+        "one record per request:\n{}",
+        run.stderr_str()
+    );
+    for record in &records {
+        let object = record.as_object().unwrap();
+        assert!(
+            object.keys().all(|k| RECORD_FIELDS.contains(&k.as_str())),
+            "{record}"
+        );
+        assert_eq!(record["door"], "exec");
+        assert_eq!(record["caller"], "local");
+        assert!(!record.to_string().contains("Some("), "{record}");
+    }
+    let tool = records.iter().find(|r| r["tool"] == "two_lines").unwrap();
+    assert_eq!(tool["status"], "success");
+    assert_eq!(tool["exit_code"], 0);
+    assert_eq!(tool["summary"], "first … [REDACTED:TOKEN] last");
+    assert!(tool["bytes_out"].as_u64().unwrap() > 0);
+    let raw = records.iter().find(|r| r.get("argv").is_some()).unwrap();
+    assert_eq!(raw["status"], "failure");
+    assert_eq!(raw["exit_code"], 3);
+    assert_eq!(raw["argv"], json!(["sh", "-c", "exit 3"]));
+    let missing = records.iter().find(|r| r["tool"] == "missing").unwrap();
+    assert_eq!(missing["status"], "rejected");
+    assert_eq!(missing["exit_code"], serde_json::Value::Null);
+    assert!(!run.stderr_str().contains("s3cr3t-value"));
+}

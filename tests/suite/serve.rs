@@ -705,15 +705,13 @@ fn logs_one_json_event_per_execution() {
         let event: Value = log
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| v["fields"]["tool"] == "exec_command")
+            .find(|v| v["tool"] == "exec_command")
             .unwrap_or_else(|| panic!("no execution event in\n{log}"));
-        let f = &event["fields"];
+        let f = &event;
         assert_eq!(f["exit_code"], 0, "{event}");
-        assert_eq!(f["state"], "exited");
-        assert!(
-            f["argv"].as_str().unwrap().contains("echo logged"),
-            "{event}"
-        );
+        assert_eq!(f["status"], "success");
+        assert_eq!(f["door"], "mcp");
+        assert!(f["argv"].to_string().contains("echo logged"), "{event}");
         assert!(
             f.get("duration_ms").is_some()
                 && f.get("cwd").is_some()
