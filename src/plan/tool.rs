@@ -47,6 +47,15 @@ pub(crate) fn plan_tool(
             return Err(Rejection::rejected(kinds::DENIED_BY_POLICY, why.clone()));
         }
     }
+    // One-shot: nobody could answer its prompts, it would only time out.
+    if tool.interactive && door != Door::Run && !request.session {
+        return Err(Rejection::rejected(
+            kinds::NEEDS_SESSION,
+            format!(
+                "tool {label} is interactive: it waits for input that a one-shot request cannot give, so it was not started; run it in a terminal session (MCP exec_command with tty: true, or agent-reach run)"
+            ),
+        ));
+    }
     let cwd = tool_cwd(registry, tool, request.workdir.as_deref())?;
     let paths = PathContext {
         root: &registry.root,

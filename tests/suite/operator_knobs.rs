@@ -240,3 +240,40 @@ fn exec_logs_one_json_record_per_execution_when_asked() {
     assert_eq!(missing["exit_code"], serde_json::Value::Null);
     assert!(!run.stderr_str().contains("s3cr3t-value"));
 }
+
+#[test]
+fn an_interactive_tool_through_exec_is_refused_at_once_and_the_model_is_told() {
+    let env = TestEnv::new();
+    let config = env.write(
+        "registry.toml",
+        "[[tools]]\nname = \"repl\"\ndescription = \"A prompt\"\ncommand = [\"sh\", \"-c\", \"read answer\"]\ncwd = \"project_root\"\nrisk = \"low\"\ninteractive = true\nnetwork = true\ntimeout = 30\n",
+    );
+    let run = env
+        .cmd()
+        .args(["exec", "--json", "--config"])
+        .arg(&config)
+        .stdin(json!({"tool": "repl"}).to_string())
+        .run();
+    run.code_is(1)
+        .elapsed_under(std::time::Duration::from_secs(5));
+    let result = run.json();
+    assert_eq!(result["status"], "rejected");
+    assert_eq!(result["error"]["kind"], "needs_session");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("interactive"),
+        "{result}"
+    );
+    let schema = env
+        .cmd()
+        .args(["tools", "schema", "--config"])
+        .arg(&config)
+        .run();
+    schema.success();
+    let text = schema.stdout_str();
+    for fact in ["Timeout: 30 s", "needs the network", "Interactive"] {
+        assert!(text.contains(fact), "{fact:?} missing from {text}");
+    }
+}

@@ -734,7 +734,12 @@ fn registry_tools_are_served_with_their_schema_and_normalized_results() {
             .iter()
             .find(|t| t.name == "greet")
             .expect("greet is listed");
-        assert_eq!(greet.description.as_deref(), Some("Say hello"));
+        let description = greet.description.as_deref().unwrap_or_default();
+        assert!(
+            description.starts_with("Say hello")
+                && description.contains("Timeout: 600 s; no network."),
+            "{description}"
+        );
         assert_eq!(greet.input_schema["required"], json!(["who"]));
         assert_eq!(tools.iter().filter(|t| t.name == "exec_command").count(), 1);
         let (_, v) = s.ok("greet", json!({"who": "world"})).await;

@@ -52,7 +52,7 @@ impl RegistryTools {
             add_request_fields(&mut schema, spec.params.iter().map(|p| p.name.as_str()));
             tools.push(super::raw_tool(
                 spec.name().to_owned(),
-                spec.description(),
+                spec.model_description(),
                 schema,
             ));
         }
