@@ -87,7 +87,8 @@ fn init_logging(ctx: &ProcessContext) {
         .and_then(|v| v.to_str())
         .filter(|v| !v.is_empty())
     {
-        crate::logging::init_stderr_text(filter);
+        // JSON lines on stderr; stderr cannot fail to open.
+        let _ = crate::logging::init(None, Some(filter));
     }
 }
 
@@ -202,10 +203,13 @@ async fn stream(dispatcher: Arc<Dispatcher>) -> i32 {
         if text.is_empty() {
             continue;
         }
+        // Admitted here, in the order the lines came: their places in the
+        // queue are their arrival order.
+        let admitted = dispatcher.admit_line(&text);
         let dispatcher = dispatcher.clone();
         let sender = sender.clone();
         tasks.spawn(async move {
-            let result = dispatcher.handle_line(&text).await;
+            let result = dispatcher.finish(admitted).await;
             let _ = sender.send(result);
         });
         while tasks.try_join_next().is_some() {}

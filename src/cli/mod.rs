@@ -9,6 +9,7 @@ pub(crate) mod completions;
 pub(crate) mod doctor;
 pub(crate) mod exec;
 pub(crate) mod man;
+mod nofile;
 pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod shell;
@@ -93,8 +94,14 @@ pub(crate) fn main(ctx: ProcessContext) -> i32 {
     };
     match cli.command {
         Command::Run(args) => run::main(args, ctx),
-        Command::Exec(args) => exec::main(args, ctx),
-        Command::Serve(args) => serve::main(args, ctx),
+        Command::Exec(args) => {
+            nofile::raise_to_hard_limit();
+            exec::main(args, ctx)
+        }
+        Command::Serve(args) => {
+            nofile::raise_to_hard_limit();
+            serve::main(args, ctx)
+        }
         Command::Shell(args) => shell::main(args, ctx),
         Command::Sandbox(pass) => crate::sandbox::command::main(&with_args(ctx, pass.args)),
         Command::ApplyPatch(pass) => crate::apply_patch::command::main(&with_args(ctx, pass.args)),

@@ -22,6 +22,8 @@ const WHITELIST: &[&str] = &[
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// The locale when none is set: UTF-8 so tools print text, not `?`.
 const DEFAULT_LANG: &str = "C.UTF-8";
+/// The variables that choose the character set, in glibc's order of weight.
+const LOCALE_VARS: [&str; 3] = ["LC_ALL", "LC_CTYPE", "LANG"];
 /// TERM on a PTY when ours is unset or `dumb`.
 const DEFAULT_PTY_TERM: &str = "xterm-256color";
 
@@ -57,9 +59,20 @@ pub fn child_env(
     }
     env.entry("PATH".into())
         .or_insert_with(|| DEFAULT_PATH.into());
-    let has_locale = ["LANG", "LC_ALL", "LC_CTYPE"]
-        .iter()
-        .any(|name| env.get(OsStr::new(name)).is_some_and(|v| !v.is_empty()));
+    // A locale that is not UTF-8 (`C`, `POSIX`, a Latin-1 one) makes
+    // children print `?` for every non-ASCII character: it becomes C.UTF-8
+    // (the caller's and the registry's explicit values, applied below, win).
+    let mut has_locale = false;
+    for name in LOCALE_VARS {
+        if let Some(value) = env.get_mut(OsStr::new(name))
+            && !value.is_empty()
+        {
+            has_locale = true;
+            if !is_utf8_locale(value) {
+                *value = DEFAULT_LANG.into();
+            }
+        }
+    }
     if !has_locale {
         env.insert("LANG".into(), DEFAULT_LANG.into());
     }
@@ -87,6 +100,13 @@ pub fn child_env(
     env
 }
 
+/// Whether a locale name selects UTF-8 (`en_US.UTF-8`, `C.utf8`, ...).
+fn is_utf8_locale(value: &OsStr) -> bool {
+    let name = value.to_string_lossy().to_ascii_lowercase();
+    let charset = name.split('@').next().unwrap_or_default();
+    charset.ends_with(".utf-8") || charset.ends_with(".utf8")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +120,41 @@ mod tests {
 
     fn get<'a>(env: &'a BTreeMap<OsString, OsString>, name: &str) -> Option<&'a str> {
         env.get(OsStr::new(name)).and_then(|v| v.to_str())
+    }
+
+    #[test]
+    fn a_locale_that_is_not_utf8_becomes_c_utf8_unless_set_explicitly() {
+        for (name, value) in [
+            ("LANG", "C"),
+            ("LC_ALL", "POSIX"),
+            ("LC_CTYPE", "en_US.ISO-8859-1"),
+        ] {
+            let env = child_env(&map(&[(name, value)]), &[], &[], false, "t");
+            assert_eq!(get(&env, name), Some(DEFAULT_LANG), "{name}={value}");
+        }
+        let env = child_env(&map(&[]), &[], &[], false, "t");
+        assert_eq!(get(&env, "LANG"), Some(DEFAULT_LANG), "unset");
+        let kept = child_env(
+            &map(&[("LANG", "de_DE.UTF-8"), ("LC_ALL", "en_US.utf8@euro")]),
+            &[],
+            &[],
+            false,
+            "t",
+        );
+        assert_eq!(get(&kept, "LANG"), Some("de_DE.UTF-8"));
+        assert_eq!(get(&kept, "LC_ALL"), Some("en_US.utf8@euro"));
+        let explicit = child_env(
+            &map(&[("LC_ALL", "C")]),
+            &[],
+            &[("LC_ALL".into(), "POSIX".into())],
+            false,
+            "t",
+        );
+        assert_eq!(
+            get(&explicit, "LC_ALL"),
+            Some("POSIX"),
+            "the registry's [env] wins"
+        );
     }
 
     #[test]

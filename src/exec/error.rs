@@ -97,6 +97,22 @@ impl ExecError {
         }
     }
 
+    /// Whether the command could not start only because this process or
+    /// the machine ran out of descriptors or processes for now (`EMFILE`,
+    /// `ENFILE`, `EAGAIN`): load, not a fault of the request.
+    pub fn is_resource_exhaustion(&self) -> bool {
+        match self {
+            ExecError::Spawn { source, .. }
+            | ExecError::Pty { source, .. }
+            | ExecError::Watch { source, .. }
+            | ExecError::WorkdirUnusable { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN)
+            ),
+            _ => false,
+        }
+    }
+
     /// The stable `error.kind` of the normalized result.
     pub fn kind(&self) -> &'static str {
         match self {

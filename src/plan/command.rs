@@ -80,11 +80,7 @@ pub(crate) fn plan_command(
     Ok(Plan {
         spec,
         render: super::render(request),
-        demand: Demand {
-            group: None,
-            exclusive: None,
-            priority: request.priority,
-        },
+        demand: Demand::new(None, None, request.priority),
         label: RAW_COMMAND_LABEL.to_owned(),
         tool: None,
         cache: None,
@@ -131,11 +127,7 @@ pub(crate) fn plan_apply_patch(
     Ok(Plan {
         spec,
         render: super::render(request),
-        demand: Demand {
-            group: None,
-            exclusive: None,
-            priority: request.priority,
-        },
+        demand: Demand::new(None, None, request.priority),
         label: APPLY_PATCH_LABEL.to_owned(),
         tool: None,
         cache: None,

@@ -13,13 +13,14 @@ use serde_json::Value;
 use super::request::{Malformed, Request};
 use super::runner::{EngineRunner, Runner};
 use super::{Door, Planner, PlannerConfig, Rejection};
+use crate::logging::{self, ExecutionRecord};
 use crate::registry::Registry;
 use crate::registry::cache::{Lookup, ResultCache};
 use crate::registry::kinds;
 use crate::registry::metrics::{Metrics, UNKNOWN_TOOL_LABEL};
 use crate::registry::secrets::{SECRETS_FILE_VAR, SecretStore, SecretsError, redact_text};
 use crate::result::{NormalizedResult, Status};
-use crate::scheduler::{Limits, Scheduler};
+use crate::scheduler::{Admission, Busy, Limits, Scheduler};
 
 /// What the dispatcher needs from the process it runs in.
 #[derive(Debug, Clone)]
@@ -74,7 +75,7 @@ pub(crate) struct Dispatcher {
     registry: Arc<Registry>,
     planner: Planner,
     scheduler: Scheduler,
-    cache: ResultCache,
+    cache: Arc<ResultCache>,
     metrics: Arc<Metrics>,
     runner: Arc<dyn Runner>,
 }
@@ -131,6 +132,7 @@ impl Dispatcher {
             queue: scheduler_settings.queue.unwrap_or(global * 8),
             groups: scheduler_settings.groups.clone(),
         };
+        let scheduler = Scheduler::machine_wide(limits, &config.home);
         let registry = Arc::new(registry);
         let planner = Planner::new(
             registry.clone(),
@@ -148,8 +150,8 @@ impl Dispatcher {
         Ok(Self {
             registry,
             planner,
-            scheduler: Scheduler::new(limits),
-            cache: ResultCache::default(),
+            scheduler,
+            cache: Arc::default(),
             metrics: Arc::new(Metrics::new()),
             runner,
         })
@@ -164,6 +166,11 @@ impl Dispatcher {
         &self.planner
     }
 
+    /// The scheduler every command of this process takes its slot from.
+    pub(crate) fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
     pub(crate) fn metrics(&self) -> Arc<Metrics> {
         self.metrics.clone()
     }
@@ -176,38 +183,47 @@ impl Dispatcher {
     /// Answers one request line (JSON) of `exec`; a malformed line gets a
     /// `rejected` result.
     pub(crate) async fn handle_line(&self, line: &str) -> NormalizedResult {
-        self.handle_parsed(Request::from_line(line), Door::Exec)
-            .await
+        let admitted = self.admit_line(line);
+        self.finish(admitted).await
+    }
+
+    /// Plans one request line of `exec` and takes its place in the queue,
+    /// without waiting: a stream admits its lines in the order it read them
+    /// (then [`Self::finish`] each, concurrently).
+    pub(crate) fn admit_line(&self, line: &str) -> Admitted {
+        self.admit_parsed(Request::from_line(line), Door::Exec)
     }
 
     /// Answers one JSON request of `exec` (the tests' way in).
     #[cfg(test)]
     pub(crate) async fn handle_json(&self, value: &Value) -> NormalizedResult {
-        self.handle_parsed(Request::from_json(value), Door::Exec)
-            .await
+        let admitted = self.admit_parsed(Request::from_json(value), Door::Exec);
+        self.finish(admitted).await
     }
 
-    async fn handle_parsed(
-        &self,
-        parsed: Result<Request, Malformed>,
-        door: Door,
-    ) -> NormalizedResult {
+    fn admit_parsed(&self, parsed: Result<Request, Malformed>, door: Door) -> Admitted {
         match parsed {
-            Ok(request) => self.handle(request, door).await,
-            Err(malformed) => self.finish_refused(
+            Ok(request) => self.admit_request(request, door),
+            Err(malformed) => Admitted::Done(Box::new(self.finish_refused(
                 malformed.id,
                 malformed.tool,
                 UNKNOWN_TOOL_LABEL,
                 Rejection::rejected(malformed.kind, malformed.message),
-            ),
+                door,
+            ))),
         }
     }
 
     /// Answers one request from `door`: always a normalized result, never a
     /// panic or a hang beyond the command's timeout.
     pub(crate) async fn handle(&self, request: Request, door: Door) -> NormalizedResult {
+        let admitted = self.admit_request(request, door);
+        self.finish(admitted).await
+    }
+
+    fn admit_request(&self, request: Request, door: Door) -> Admitted {
         match self.planner.plan(&request, door) {
-            Ok(plan) => self.run(request.id, plan).await,
+            Ok(plan) => self.admit(request.id, plan, door),
             Err(rejection) => {
                 let label = match &request.target {
                     super::Target::Tool { .. } => UNKNOWN_TOOL_LABEL,
@@ -215,50 +231,166 @@ impl Dispatcher {
                     super::Target::ApplyPatch { .. } => super::command::APPLY_PATCH_LABEL,
                 };
                 let tool = request.tool_name().map(str::to_owned);
-                self.finish_refused(request.id, tool, label, rejection)
+                Admitted::Done(Box::new(
+                    self.finish_refused(request.id, tool, label, rejection, door),
+                ))
             }
         }
     }
 
     /// Runs a plan to its result: the cache, the scheduler, the engine.
-    pub(crate) async fn run(&self, id: Option<Value>, plan: super::Plan) -> NormalizedResult {
+    pub(crate) async fn run(
+        &self,
+        id: Option<Value>,
+        plan: super::Plan,
+        door: Door,
+    ) -> NormalizedResult {
+        let admitted = self.admit(id, plan, door);
+        self.finish(admitted).await
+    }
+
+    /// The synchronous half of [`Self::run`]: the cache is looked up and the
+    /// scheduler gives the plan its place (or `busy`), in the caller's order.
+    pub(crate) fn admit(&self, id: Option<Value>, plan: super::Plan, door: Door) -> Admitted {
+        let door = door_name(door);
         let mut leader = None;
-        if let Some((key, ttl)) = &plan.cache {
-            let shared = match self.cache.lookup(key, *ttl) {
-                Lookup::Hit(hit) => Some(*hit),
-                Lookup::Wait(receiver) => receiver.await.ok(),
-                Lookup::Lead(guard) => {
-                    leader = Some(guard);
-                    None
+        if let Some(cacheable) = &plan.cache {
+            match self.cache.lookup(&cacheable.key, cacheable.ttl) {
+                Lookup::Hit(hit) => {
+                    return Admitted::Done(Box::new(self.cached_answer(id, &plan, *hit, door)));
                 }
-            };
-            if let Some(mut hit) = shared {
-                hit.id = id;
-                hit.cached = true;
-                hit.capped = cap_names(&plan.capped);
-                self.metrics
-                    .record(&plan.label, hit.status, true, Duration::ZERO);
-                return hit;
+                Lookup::Wait(receiver) => {
+                    return Admitted::Shared(Box::new(SharedRun {
+                        id,
+                        plan,
+                        receiver,
+                        door,
+                    }));
+                }
+                Lookup::Lead(guard) => leader = Some(guard),
             }
         }
-        let permit = match self.scheduler.acquire(plan.demand.clone()).await {
-            Ok(permit) => permit,
-            Err(busy) => {
-                let mut result = self.finish_refused(
+        self.queue(id, plan, leader, door)
+    }
+
+    fn queue(
+        &self,
+        id: Option<Value>,
+        plan: super::Plan,
+        leader: Option<crate::registry::cache::LeaderGuard>,
+        door: &'static str,
+    ) -> Admitted {
+        match self.scheduler.admit(plan.demand.clone()) {
+            Ok(admission) => Admitted::Queued(Box::new(QueuedRun {
+                id,
+                plan,
+                leader,
+                admission,
+                door,
+                admitted_at: Instant::now(),
+            })),
+            Err(busy) => Admitted::Done(Box::new(self.busy(id, &plan, busy, door))),
+        }
+    }
+
+    /// The asynchronous half of [`Self::run`]: waits for the turn, runs.
+    pub(crate) async fn finish(&self, admitted: Admitted) -> NormalizedResult {
+        match admitted {
+            Admitted::Done(result) => *result,
+            Admitted::Shared(shared) => {
+                let SharedRun {
                     id,
-                    plan.tool.clone(),
-                    &plan.label,
-                    Rejection {
-                        status: Status::Busy,
-                        ..Rejection::rejected(kinds::QUEUE_FULL, busy.to_string())
-                    },
-                );
-                if let Some(error) = &mut result.error {
-                    error.retry_after_ms = Some(busy.retry_after_ms);
+                    plan,
+                    receiver,
+                    door,
+                } = *shared;
+                match receiver.await {
+                    Ok(hit) => self.cached_answer(id, &plan, hit, door),
+                    // The leader went away: run it ourselves, uncached.
+                    Err(_) => {
+                        let admitted = self.queue(id, plan, None, door);
+                        Box::pin(self.finish(admitted)).await
+                    }
                 }
-                return result;
             }
+            Admitted::Queued(queued) => self.run_queued(*queued).await,
+        }
+    }
+
+    fn cached_answer(
+        &self,
+        id: Option<Value>,
+        plan: &super::Plan,
+        mut hit: NormalizedResult,
+        door: &str,
+    ) -> NormalizedResult {
+        hit.id = id;
+        hit.cached = true;
+        hit.capped = cap_names(&plan.capped);
+        self.metrics
+            .record(&plan.label, hit.status, true, Duration::ZERO);
+        self.log(door, &LoggedPlan::of(plan), &hit, Duration::ZERO);
+        hit
+    }
+
+    /// The one log record of a request that reached the scheduler or the
+    /// cache (refusals are logged by [`Self::finish_refused`]).
+    fn log(&self, door: &str, plan: &LoggedPlan, result: &NormalizedResult, queue: Duration) {
+        let mut record =
+            ExecutionRecord::now(door, &plan.caller, &plan.cwd, status_name(result.status));
+        match &plan.tool {
+            Some(tool) => record.tool = Some(tool.clone()),
+            None => {
+                record.argv = Some(
+                    plan.argv
+                        .iter()
+                        .map(|arg| self.redact(&arg.to_string_lossy()))
+                        .collect(),
+                );
+            }
+        }
+        fill_record(&mut record, result, queue);
+        logging::record(&record);
+    }
+
+    fn busy(
+        &self,
+        id: Option<Value>,
+        plan: &super::Plan,
+        busy: Busy,
+        door: &str,
+    ) -> NormalizedResult {
+        let mut result = self.refused_quietly(
+            id,
+            plan.tool.clone(),
+            &plan.label,
+            Rejection {
+                status: Status::Busy,
+                ..Rejection::rejected(kinds::QUEUE_FULL, busy.to_string())
+            },
+        );
+        if let Some(error) = &mut result.error {
+            error.retry_after_ms = Some(busy.retry_after_ms);
+        }
+        self.log(door, &LoggedPlan::of(plan), &result, Duration::ZERO);
+        result
+    }
+
+    async fn run_queued(&self, queued: QueuedRun) -> NormalizedResult {
+        let QueuedRun {
+            id,
+            plan,
+            leader,
+            admission,
+            door,
+            admitted_at,
+        } = queued;
+        let permit = match admission.permit().await {
+            Ok(permit) => permit,
+            Err(busy) => return self.busy(id, &plan, busy, door),
         };
+        let queue = admitted_at.elapsed();
+        let logged = LoggedPlan::of(&plan);
         tracing::debug!(
             tool = %plan.label,
             argv = %self.redact(&format!("{:?}", plan.spec.argv)),
@@ -284,19 +416,15 @@ impl Dispatcher {
         result.cached = false;
         result.capped = cap_names(&capped);
         self.scrub(&mut result);
-        if let (Some(guard), Some((_, ttl))) = (leader, cache) {
-            let keep = matches!(result.status, Status::Success | Status::Failure);
-            guard.complete(ttl, &result, keep);
+        if let (Some(guard), Some(cacheable)) = (leader, cache) {
+            // A failure is kept only where the operator asked for it.
+            let keep = result.status == Status::Success
+                || (result.status == Status::Failure && cacheable.keep_failures);
+            guard.complete(cacheable.ttl, &result, keep);
         }
         self.metrics
             .record(&label, result.status, false, started.elapsed());
-        tracing::info!(
-            tool = %label,
-            status = ?result.status,
-            exit_code = ?result.exit_code,
-            duration_ms = result.duration_ms,
-            "finished"
-        );
+        self.log(door, &logged, &result, queue);
         result
     }
 
@@ -320,6 +448,28 @@ impl Dispatcher {
         tool: Option<String>,
         label: &str,
         rejection: Rejection,
+        door: Door,
+    ) -> NormalizedResult {
+        let result = self.refused_quietly(id, tool, label, rejection);
+        let mut record = ExecutionRecord::now(
+            door_name(door),
+            crate::scheduler::LOCAL_CALLER,
+            &self.registry.root,
+            status_name(result.status),
+        );
+        record.tool = result.tool.clone();
+        fill_record(&mut record, &result, Duration::ZERO);
+        logging::record(&record);
+        result
+    }
+
+    /// The result of a refused request, counted (the caller logs it).
+    fn refused_quietly(
+        &self,
+        id: Option<Value>,
+        tool: Option<String>,
+        label: &str,
+        rejection: Rejection,
     ) -> NormalizedResult {
         let message = self.redact(&rejection.message);
         let label = if label == UNKNOWN_TOOL_LABEL {
@@ -332,10 +482,100 @@ impl Dispatcher {
         };
         self.metrics
             .record(&label, rejection.status, false, Duration::ZERO);
-        tracing::info!(tool = %label, kind = rejection.kind, message = %message, "refused");
+        tracing::debug!(tool = %label, kind = rejection.kind, message = %message, "refused");
         let tool = tool.map(|t| self.redact(&t));
         NormalizedResult::refused(id, tool, rejection.status, rejection.kind, message)
     }
+}
+
+/// A request planned and admitted, not yet answered ([`Dispatcher::finish`]).
+pub(crate) enum Admitted {
+    /// Answered already (refused, busy, or from the cache).
+    Done(Box<NormalizedResult>),
+    /// An identical request runs: its result will be this one's.
+    Shared(Box<SharedRun>),
+    /// Started, or waiting for its turn.
+    Queued(Box<QueuedRun>),
+}
+
+/// A request waiting for an identical one's result.
+pub(crate) struct SharedRun {
+    id: Option<Value>,
+    plan: super::Plan,
+    receiver: tokio::sync::oneshot::Receiver<NormalizedResult>,
+    door: &'static str,
+}
+
+/// A request with its place in the scheduler.
+pub(crate) struct QueuedRun {
+    id: Option<Value>,
+    plan: super::Plan,
+    leader: Option<crate::registry::cache::LeaderGuard>,
+    admission: Admission,
+    door: &'static str,
+    admitted_at: Instant,
+}
+
+/// What the log says of a plan, kept when its spec goes to the runner.
+struct LoggedPlan {
+    tool: Option<String>,
+    argv: Vec<OsString>,
+    cwd: PathBuf,
+    caller: String,
+}
+
+impl LoggedPlan {
+    fn of(plan: &super::Plan) -> Self {
+        Self {
+            tool: plan.tool.clone(),
+            argv: plan.spec.argv.clone(),
+            cwd: plan.spec.cwd.clone(),
+            caller: plan.demand.caller.clone(),
+        }
+    }
+}
+
+/// The door's name in the logs.
+fn door_name(door: Door) -> &'static str {
+    match door {
+        Door::Run => "run",
+        Door::Exec => "exec",
+        Door::Mcp { .. } => "mcp",
+        Door::Listener => "listener",
+    }
+}
+
+/// A status as the normalized result spells it.
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Success => "success",
+        Status::Failure => "failure",
+        Status::Timeout => "timeout",
+        Status::Rejected => "rejected",
+        Status::Busy => "busy",
+        Status::Error => "error",
+    }
+}
+
+/// The record's fields that come from the result.
+fn fill_record(record: &mut ExecutionRecord, result: &NormalizedResult, queue: Duration) {
+    record.exit_code = result.exit_code;
+    record.signal = result.signal;
+    record.duration_ms = result.duration_ms;
+    record.queue_ms = u64::try_from(queue.as_millis()).unwrap_or(u64::MAX);
+    record.bytes_out = result.original_bytes.stdout + result.original_bytes.stderr;
+    record.truncated = result.truncated;
+    record.cached = result.cached;
+    let output = if result.stdout.trim().is_empty() {
+        result
+            .error
+            .as_ref()
+            .map_or(result.stderr.as_str(), |e| e.message.as_str())
+    } else {
+        result.stdout.as_str()
+    };
+    // The result's texts are redacted already (`scrub`).
+    record.summary = logging::summary(output);
 }
 
 /// The names a result's `capped` lists.

@@ -50,7 +50,6 @@ pub(crate) use policy::OperatorPolicy;
 pub(crate) use request::{Request, Target};
 
 use crate::exec::{RenderOptions, SpawnSpec};
-use crate::registry::cache::CacheKey;
 use crate::registry::model::{LimitSettings, Risk};
 use crate::registry::secrets::SecretStore;
 use crate::registry::{Registry, kinds};
@@ -110,7 +109,7 @@ pub(crate) struct Plan {
     /// The registry tool, when it is one.
     pub(crate) tool: Option<String>,
     /// A cached result may answer it (tools with `cache_ttl`).
-    pub(crate) cache: Option<(CacheKey, Duration)>,
+    pub(crate) cache: Option<crate::registry::cache::Cacheable>,
     /// Removes the sandbox report file when the plan's run is over.
     pub(crate) report: Option<sandbox::ReportGuard>,
     /// What the operator's `[limits]` cut from the request.

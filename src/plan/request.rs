@@ -42,6 +42,8 @@ pub(crate) struct Request {
     pub(crate) tty: Option<bool>,
     pub(crate) priority: Priority,
     pub(crate) approve: bool,
+    /// `"no_cache": true`: run it even when a cached result would answer.
+    pub(crate) no_cache: bool,
     pub(crate) max_output_tokens: Option<usize>,
     /// Raw commands: values added to the environment (`run --env N=V`, a
     /// listener's env vars).
@@ -80,6 +82,7 @@ const FIELDS: &[&str] = &[
     "tty",
     "priority",
     "approve",
+    "no_cache",
     "max_output_tokens",
 ];
 
@@ -94,6 +97,7 @@ impl Request {
             tty: None,
             priority: Priority::Normal,
             approve: false,
+            no_cache: false,
             max_output_tokens: None,
             env: Vec::new(),
             pass_env: Vec::new(),
@@ -227,6 +231,9 @@ impl Request {
         let approve = optional_bool(object, "approve")
             .map_err(fail)?
             .unwrap_or(false);
+        let no_cache = optional_bool(object, "no_cache")
+            .map_err(fail)?
+            .unwrap_or(false);
         let priority = match object.get("priority") {
             None | Some(Value::Null) => Priority::Normal,
             Some(Value::String(s)) => Priority::parse(s).ok_or_else(|| {
@@ -247,6 +254,7 @@ impl Request {
             tty,
             priority,
             approve,
+            no_cache,
             max_output_tokens,
             ..Self::new(target)
         })

@@ -39,8 +39,25 @@ async fn run(spec: SpawnSpec, render: RenderOptions) -> NormalizedResult {
     }
 }
 
-/// The result of a command that could not be started.
+/// How long a caller refused for want of descriptors is told to wait.
+const EXHAUSTED_RETRY_AFTER_MS: u64 = 250;
+
+/// The result of a command that could not be started; running out of
+/// descriptors or processes is load (`busy`), not a failure.
 pub(crate) fn spawn_failure(err: &crate::exec::ExecError) -> NormalizedResult {
+    if err.is_resource_exhaustion() {
+        let mut result = NormalizedResult::refused(
+            None,
+            None,
+            Status::Busy,
+            crate::registry::kinds::RESOURCES_EXHAUSTED,
+            format!("{err}; try again later"),
+        );
+        if let Some(error) = &mut result.error {
+            error.retry_after_ms = Some(EXHAUSTED_RETRY_AFTER_MS);
+        }
+        return result;
+    }
     let code = err.exit_code();
     let status = if code == exit_code::INTERNAL {
         Status::Error
@@ -52,4 +69,31 @@ pub(crate) fn spawn_failure(err: &crate::exec::ExecError) -> NormalizedResult {
         result.exit_code = Some(code);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spawn_error(errno: i32) -> crate::exec::ExecError {
+        crate::exec::ExecError::Spawn {
+            program: "prog".into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        }
+    }
+
+    #[test]
+    fn running_out_of_descriptors_is_busy_with_a_retry_time() {
+        for errno in [libc::EMFILE, libc::ENFILE, libc::EAGAIN] {
+            let result = spawn_failure(&spawn_error(errno));
+            assert_eq!(result.status, Status::Busy);
+            let error = result.error.unwrap();
+            assert_eq!(error.kind, crate::registry::kinds::RESOURCES_EXHAUSTED);
+            assert!(error.retry_after_ms.unwrap() > 0);
+        }
+        assert_eq!(
+            spawn_failure(&spawn_error(libc::EPERM)).status,
+            Status::Error
+        );
+    }
 }

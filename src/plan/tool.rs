@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::command::caller_cwd;
 use super::sandbox;
 use super::{ApprovalAsk, DEFAULT_TOOL_TIMEOUT, Door, Plan, Planner, Rejection, Request};
-use crate::registry::cache::CacheKey;
+use crate::registry::cache::{CacheKey, Cacheable};
 use crate::registry::env::tool_env;
 use crate::registry::model::{CwdPolicy, ToolSpec};
 use crate::registry::params::{PathContext, expand, validate_extra, validate_named};
@@ -46,6 +46,15 @@ pub(crate) fn plan_tool(
         Availability::DeniedByPolicy(why) => {
             return Err(Rejection::rejected(kinds::DENIED_BY_POLICY, why.clone()));
         }
+    }
+    // One-shot: nobody could answer its prompts, it would only time out.
+    if tool.interactive && door != Door::Run && !request.session {
+        return Err(Rejection::rejected(
+            kinds::NEEDS_SESSION,
+            format!(
+                "tool {label} is interactive: it waits for input that a one-shot request cannot give, so it was not started; run it in a terminal session (MCP exec_command with tty: true, or agent-reach run)"
+            ),
+        ));
     }
     let cwd = tool_cwd(registry, tool, request.workdir.as_deref())?;
     let paths = PathContext {
@@ -100,17 +109,20 @@ pub(crate) fn plan_tool(
         Some(ms) if ms > 0 => Duration::from_millis(ms).min(tool_timeout),
         _ => tool_timeout,
     };
-    let cache = tool.cache_ttl.map(|ttl| {
-        (
-            CacheKey {
+    // Never for a request that approves a risky run, or asks for a fresh one.
+    let cache = tool
+        .cache_ttl
+        .filter(|_| tool.cacheable() && !request.approve && !request.no_cache)
+        .map(|ttl| Cacheable {
+            key: CacheKey {
                 tool: tool.name.clone(),
                 argv: argv.clone(),
                 cwd: cwd.clone(),
                 tty,
             },
             ttl,
-        )
-    });
+            keep_failures: tool.cache_failures,
+        });
     let mut all_secrets = planner.all_secrets.clone();
     all_secrets.extend(secrets);
     let mut spec = planner.spec(argv, cwd.clone(), env, tag, all_secrets);
@@ -125,11 +137,7 @@ pub(crate) fn plan_tool(
     Ok(Plan {
         spec,
         render: super::render(request),
-        demand: Demand {
-            group: tool.group.clone(),
-            exclusive: tool.exclusive.clone(),
-            priority: request.priority,
-        },
+        demand: Demand::new(tool.group.clone(), tool.exclusive.clone(), request.priority),
         label: label.to_owned(),
         tool: Some(tool.name.clone()),
         cache,

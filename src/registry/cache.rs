@@ -1,15 +1,20 @@
 //! Results of `cache_ttl` tools, kept for an identical request within the TTL.
 //!
 //! Identical means the same tool, the same final argv, the same directory
-//! and terminal mode: what would actually run. Only results of commands that
-//! ran to an exit (success or failure) are kept; timeouts and errors are not.
+//! and terminal mode: what would actually run. Only tools of `low` risk or
+//! marked `idempotent` are cached, never for a request carrying `approve` or
+//! `no_cache` ([`crate::plan`] decides); only successes are kept, failures
+//! too with `cache_failures = true`, timeouts and errors never.
+//!
+//! The cache is per process: a small file store shared by the processes of
+//! one home would help one-shot `exec --json` callers, and is not done.
 //! Identical requests that arrive while the first still runs wait for its
 //! result instead of running the command again.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::result::NormalizedResult;
@@ -21,6 +26,15 @@ pub(crate) struct CacheKey {
     pub(crate) argv: Vec<OsString>,
     pub(crate) cwd: PathBuf,
     pub(crate) tty: bool,
+}
+
+/// How a plan may use the cache.
+#[derive(Debug, Clone)]
+pub(crate) struct Cacheable {
+    pub(crate) key: CacheKey,
+    pub(crate) ttl: Duration,
+    /// Results with a non-zero exit are kept too (`cache_failures = true`).
+    pub(crate) keep_failures: bool,
 }
 
 /// At most this many results are kept; the oldest go first.
@@ -37,23 +51,23 @@ pub(crate) struct ResultCache {
 }
 
 /// What a cacheable request should do.
-pub(crate) enum Lookup<'a> {
+pub(crate) enum Lookup {
     /// A fresh stored result.
     Hit(Box<NormalizedResult>),
     /// The same run is in flight: await its result (an error means it was
     /// abandoned; run it yourself then).
     Wait(tokio::sync::oneshot::Receiver<NormalizedResult>),
     /// Run it; the guard hands the result to waiters (and cleans up if dropped).
-    Lead(LeaderGuard<'a>),
+    Lead(LeaderGuard),
 }
 
 /// Held by the request that runs a cacheable command for everyone waiting.
-pub(crate) struct LeaderGuard<'a> {
-    cache: &'a ResultCache,
+pub(crate) struct LeaderGuard {
+    cache: Arc<ResultCache>,
     key: Option<CacheKey>,
 }
 
-impl LeaderGuard<'_> {
+impl LeaderGuard {
     /// Stores the result and hands it to the waiters when it is worth keeping.
     pub(crate) fn complete(mut self, ttl: Duration, result: &NormalizedResult, keep: bool) {
         let Some(key) = self.key.take() else { return };
@@ -75,7 +89,7 @@ impl LeaderGuard<'_> {
     }
 }
 
-impl Drop for LeaderGuard<'_> {
+impl Drop for LeaderGuard {
     fn drop(&mut self) {
         // Abandoned: the waiters' receivers fail and they run it themselves.
         if let Some(key) = self.key.take() {
@@ -90,7 +104,7 @@ impl Drop for LeaderGuard<'_> {
 
 impl ResultCache {
     /// A stored result, a run in flight to wait for, or the lead.
-    pub(crate) fn lookup(&self, key: &CacheKey, ttl: Duration) -> Lookup<'_> {
+    pub(crate) fn lookup(self: &Arc<Self>, key: &CacheKey, ttl: Duration) -> Lookup {
         if let Some(hit) = self.get(key, ttl) {
             return Lookup::Hit(Box::new(hit));
         }
@@ -104,7 +118,7 @@ impl ResultCache {
             None => {
                 in_flight.insert(key.clone(), Vec::new());
                 Lookup::Lead(LeaderGuard {
-                    cache: self,
+                    cache: self.clone(),
                     key: Some(key.clone()),
                 })
             }

@@ -58,7 +58,7 @@ mod tests {
         };
         assert_eq!(get("AWS_SECRET"), None);
         assert_eq!(get("GOPATH").as_deref(), Some("/go"));
-        assert_eq!(get("LC_ALL").as_deref(), Some("C"));
+        assert_eq!(get("LC_ALL").as_deref(), Some("C.UTF-8"), "UTF-8 children");
         assert_eq!(get("CI").as_deref(), Some("1"));
         assert_eq!(get("TOKEN").as_deref(), Some("t"));
         assert_eq!(get("TERM").as_deref(), Some("dumb"));

@@ -19,6 +19,12 @@ pub(crate) const DENIED_BY_PROFILE: &str = "denied_by_profile";
 pub(crate) const DENIED_BY_POLICY: &str = "denied_by_policy";
 /// The queue is full (`status: busy`, with `retry_after_ms`).
 pub(crate) const QUEUE_FULL: &str = "queue_full";
+/// The command could not start because descriptors or processes ran out
+/// for now (`status: busy`, with `retry_after_ms`).
+pub(crate) const RESOURCES_EXHAUSTED: &str = "resources_exhausted";
+/// The tool is `interactive`: a one-shot request cannot answer its
+/// prompts (`status: rejected`); it needs a terminal session.
+pub(crate) const NEEDS_SESSION: &str = "needs_session";
 /// A secret the tool needs has no value (`status: error`).
 pub(crate) const SECRET_UNAVAILABLE: &str = "secret_unavailable";
 /// The command was killed at its timeout (`status: timeout`).

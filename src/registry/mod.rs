@@ -109,7 +109,20 @@ impl Registry {
     /// Every problem of a registry file and its includes (empty = clean),
     /// and how many tools it defines.
     pub(crate) fn check(config: &Path) -> Result<(usize, Vec<Problem>), RegistryError> {
-        let merged = load::read_tree(config)?;
+        let mut merged = load::read_tree(config)?;
+        // Loads, but is never served from the cache: the operator should know.
+        for tool in &merged.tools {
+            if tool.cache_ttl.is_some() && !tool.cacheable() {
+                merged.problems.push(Problem {
+                    location: tool.location.clone(),
+                    message: format!(
+                        "tool {:?}: `cache_ttl` on a tool of {} risk: a cached answer would skip a run that has effects; it is never served from the cache (mark the tool `idempotent = true` if it has none, or remove `cache_ttl`)",
+                        tool.name,
+                        tool.risk.as_str()
+                    ),
+                });
+            }
+        }
         Ok((merged.tools.len(), merged.problems))
     }
 

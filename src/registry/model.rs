@@ -159,6 +159,11 @@ pub(crate) struct ToolSpec {
     /// The exclusive key (`exclusive = true` uses `tool:<name>`).
     pub(crate) exclusive: Option<String>,
     pub(crate) cache_ttl: Option<Duration>,
+    /// The operator says the tool may be answered from the cache whatever
+    /// its risk (a query with no effect).
+    pub(crate) idempotent: bool,
+    /// Results with a non-zero exit are cached too.
+    pub(crate) cache_failures: bool,
     pub(crate) network: bool,
     /// `read-only`, `workspace-write` or `danger-full-access`.
     pub(crate) sandbox: Option<Policy>,
@@ -169,6 +174,12 @@ pub(crate) struct ToolSpec {
 }
 
 impl ToolSpec {
+    /// Whether its results may be served from the cache: a `cache_ttl`, on a
+    /// tool of `low` risk or one the operator marked `idempotent`.
+    pub(crate) fn cacheable(&self) -> bool {
+        self.cache_ttl.is_some() && (self.risk == Risk::Low || self.idempotent)
+    }
+
     pub(crate) fn param(&self, name: &str) -> Option<&ParamSpec> {
         self.params.iter().find(|p| p.name == name)
     }

@@ -21,6 +21,30 @@ impl ToolSpec {
         }
     }
 
+    /// What a model reads about the tool (MCP `tools/list`, `tools
+    /// schema`): its description, then its timeout, whether it needs the
+    /// network, and whether it is interactive (so one-shot calls refuse it).
+    pub(crate) fn model_description(&self) -> String {
+        let timeout = self
+            .timeout
+            .unwrap_or(crate::plan::DEFAULT_TOOL_TIMEOUT)
+            .as_secs_f64();
+        let network = if self.network {
+            "needs the network"
+        } else {
+            "no network"
+        };
+        let interactive = if self.interactive {
+            " Interactive: it waits for input, so a one-shot call is refused; run it in a terminal session (exec_command with tty: true)."
+        } else {
+            ""
+        };
+        format!(
+            "{}\n\nTimeout: {timeout} s; {network}.{interactive}",
+            self.description()
+        )
+    }
+
     /// A JSON schema (draft 2020-12 subset) of the tool's named parameters.
     pub(crate) fn input_schema(&self) -> Value {
         let mut properties = Map::new();
@@ -46,7 +70,7 @@ impl ToolSpec {
     pub(crate) fn function_schema(&self) -> Value {
         let mut function = json!({
             "name": self.name,
-            "description": self.description(),
+            "description": self.model_description(),
             "parameters": self.input_schema(),
         });
         let mut notes = Vec::new();

@@ -3,34 +3,56 @@
 //!
 //! A request names what it needs: one slot of the global limit, one slot of
 //! its group (if the group has a limit) and its exclusive key (if any).
+//! Built with [`Scheduler::machine_wide`], those slots are also files locked
+//! under `$AGENT_REACH_HOME/run/slots/` ([`slots`]), so the limits hold
+//! across every agent-reach process sharing the home, whatever door started
+//! a command.
 //!
 //! # Why it cannot deadlock
 //!
 //! Everything a request needs is taken *at once, under one mutex, and only
-//! when all of it is free*; a request never holds one resource while waiting
-//! for another, and each request holds at most one permit. With no
-//! hold-and-wait there is no cycle of waiters, so no deadlock, whatever the
-//! mix of groups and exclusive keys. Releasing a permit gives everything back
-//! under the same mutex and then starts every waiter that now fits, scanning
-//! by priority (`high`, `normal`, `low`) then arrival order; a waiter blocked
-//! on a busy group or key does not block others behind it that can run.
+//! when all of it is free* (machine-wide: every lock is tried without
+//! blocking, and a partial take is given back at once); a request never
+//! holds one resource while waiting for another, and each request holds at
+//! most one permit. With no hold-and-wait there is no cycle of waiters, so
+//! no deadlock, whatever the mix of groups and exclusive keys. Releasing a
+//! permit gives everything back under the same mutex and then starts every
+//! waiter that now fits, in order ([`state`]: priority, then turns between
+//! callers, then arrival); a waiter blocked on a busy group or key does not
+//! block others behind it that can run.
+//!
+//! # Arrival order
+//!
+//! [`Scheduler::admit`] is synchronous: a door that reads requests in order
+//! admits them in that order, before any of them is awaited, so their
+//! places in the queue are their arrival order. A newcomer never passes a
+//! waiter: it is queued first, then whoever fits is started.
 //!
 //! # Busy
 //!
-//! When nothing is free and the queue holds `queue` waiters already, the
-//! request is refused at once (no await) with a `retry_after_ms` estimated
+//! When the queue holds `queue` waiters already, the newcomer (the newest
+//! request) is refused at once (no await) with a `retry_after_ms` estimated
 //! from recent run times.
 
+mod slots;
 mod state;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use slots::{Hold, MachineSlots};
 pub(crate) use state::Limits;
 use state::{State, WaitKey};
+
+/// The caller a request counts as when its door names none.
+pub(crate) const LOCAL_CALLER: &str = "local";
+
+/// How often the head of the queue looks for a slot another process freed.
+const MACHINE_POLL: Duration = Duration::from_millis(5);
 
 /// Request priority; higher runs first among waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -52,12 +74,31 @@ impl Priority {
     }
 }
 
-/// What one request needs to run.
+/// What one request needs to run, and whose it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Demand {
     pub(crate) group: Option<String>,
     pub(crate) exclusive: Option<String>,
     pub(crate) priority: Priority,
+    /// Who asks: callers take turns within a priority. A door that knows
+    /// its caller (the broker) sets it; otherwise [`LOCAL_CALLER`].
+    pub(crate) caller: String,
+}
+
+impl Demand {
+    /// A demand of the local caller.
+    pub(crate) fn new(
+        group: Option<String>,
+        exclusive: Option<String>,
+        priority: Priority,
+    ) -> Self {
+        Self {
+            group,
+            exclusive,
+            priority,
+            caller: LOCAL_CALLER.to_owned(),
+        }
+    }
 }
 
 /// The queue is full; try again after `retry_after_ms`.
@@ -69,7 +110,7 @@ pub(crate) struct Busy {
     pub(crate) running: usize,
 }
 
-/// A snapshot of the scheduler's load.
+/// A snapshot of the scheduler's load (this process's part).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Load {
     pub(crate) running: usize,
@@ -78,17 +119,34 @@ pub(crate) struct Load {
     pub(crate) queue: usize,
 }
 
+type Waker = oneshot::Sender<Permit>;
+
 struct Inner {
-    state: Mutex<State<oneshot::Sender<Permit>>>,
+    state: Mutex<State<Waker>>,
     /// Exponentially weighted mean of how long permits are held, in ms.
     mean_hold_ms: AtomicU64,
 }
 
 impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State<oneshot::Sender<Permit>>> {
+    fn lock(&self) -> MutexGuard<'_, State<Waker>> {
         // A panic while holding the lock leaves consistent counters (every
         // update is a single step), so a poisoned lock is still usable.
         crate::sync::lock(&self.state)
+    }
+
+    /// Starts every waiter that fits and wakes them (outside the lock: a
+    /// waiter that went away hands its permit back through [`Permit`]'s
+    /// `Drop`, which takes the lock again).
+    fn grant(self: &Arc<Self>) {
+        let granted = self.lock().grant_ready();
+        for (demand, hold, sender) in granted {
+            drop(sender.send(Permit {
+                inner: self.clone(),
+                demand,
+                hold,
+                since: Instant::now(),
+            }));
+        }
     }
 }
 
@@ -111,6 +169,7 @@ impl std::fmt::Debug for Scheduler {
 pub(crate) struct Permit {
     inner: Arc<Inner>,
     demand: Demand,
+    hold: Option<Hold>,
     since: Instant,
 }
 
@@ -129,43 +188,119 @@ impl Drop for Permit {
         self.inner
             .mean_hold_ms
             .store((mean * 7 + held) / 8, Ordering::Relaxed);
-        let granted = {
-            let mut state = self.inner.lock();
-            state.give_back(&self.demand);
-            state.grant_ready()
-        };
-        // Sent outside the lock: a waiter that went away hands its permit
-        // back through this same Drop, which takes the lock again.
-        for (demand, sender) in granted {
-            let permit = Permit {
-                inner: self.inner.clone(),
-                demand,
-                since: Instant::now(),
-            };
-            drop(sender.send(permit));
+        self.inner
+            .lock()
+            .give_back(&self.demand, self.hold.as_ref());
+        self.inner.grant();
+    }
+}
+
+/// A place in the queue: [`Waiter::wait`] until started. Dropping it
+/// leaves the queue without a trace.
+pub(crate) struct Waiter {
+    inner: Arc<Inner>,
+    key: Option<WaitKey>,
+    receiver: oneshot::Receiver<Permit>,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.inner.lock().remove(&key);
         }
     }
 }
 
-/// Removes a waiter whose request went away before it was started.
-struct WaitGuard {
-    inner: Arc<Inner>,
-    key: Option<WaitKey>,
+impl Waiter {
+    /// Waits for the permit. The head of a machine-wide queue polls for a
+    /// slot another process freed.
+    pub(crate) async fn wait(mut self) -> Result<Permit, Busy> {
+        let Some(key) = self.key else {
+            return Err(Busy::default());
+        };
+        let machine_wide = self.inner.lock().is_machine_wide();
+        let mut head = machine_wide && self.inner.lock().waiting.keys().next() == Some(&key);
+        let got = loop {
+            if !machine_wide {
+                break (&mut self.receiver).await;
+            }
+            // Only the head polls the slot files; the others look now and
+            // then whether they became the head.
+            let pause = if head {
+                MACHINE_POLL
+            } else {
+                MACHINE_POLL * 10
+            };
+            tokio::select! {
+                got = &mut self.receiver => break got,
+                () = tokio::time::sleep(pause) => {
+                    head = self.inner.lock().waiting.keys().next() == Some(&key);
+                    if head {
+                        self.inner.grant();
+                    }
+                }
+            }
+        };
+        // Granted (removed from the queue by the grant), or the scheduler
+        // dropped the sender, which it never does while the waiter is queued.
+        self.key = None;
+        got.map_err(|_| busy(&self.inner, &self.inner.lock()))
+    }
 }
 
-impl Drop for WaitGuard {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.inner.lock().waiting.remove(&key);
+impl Default for Busy {
+    fn default() -> Self {
+        Self {
+            retry_after_ms: 10,
+            queued: 0,
+            running: 0,
+        }
+    }
+}
+
+/// What [`Scheduler::admit`] answers when the queue had room.
+pub(crate) enum Admission {
+    /// Started at once.
+    Ready(Permit),
+    /// Queued in arrival order.
+    Queued(Waiter),
+}
+
+impl Admission {
+    /// The permit, now or when the request's turn comes.
+    pub(crate) async fn permit(self) -> Result<Permit, Busy> {
+        match self {
+            Admission::Ready(permit) => Ok(permit),
+            Admission::Queued(waiter) => waiter.wait().await,
         }
     }
 }
 
 impl Scheduler {
+    /// A scheduler for this process alone.
+    #[cfg(test)]
     pub(crate) fn new(limits: Limits) -> Self {
+        Self::with_machine(limits, None)
+    }
+
+    /// A scheduler whose limits hold for every process sharing `home`;
+    /// where the slot directory cannot be made, this process's alone (with a
+    /// warning).
+    pub(crate) fn machine_wide(limits: Limits, home: &Path) -> Self {
+        let machine = match MachineSlots::open(home, &limits) {
+            Ok(machine) => Some(machine),
+            Err(err) => {
+                tracing::warn!(error = %err, "the scheduler's limits hold for this process only");
+                None
+            }
+        };
+        Self::with_machine(limits, machine)
+    }
+
+    fn with_machine(limits: Limits, machine: Option<MachineSlots>) -> Self {
         Self {
             inner: Arc::new(Inner {
-                state: Mutex::new(State::new(limits)),
+                state: Mutex::new(State::new(limits, machine)),
                 mean_hold_ms: AtomicU64::new(100),
             }),
         }
@@ -176,46 +311,42 @@ impl Scheduler {
         std::thread::available_parallelism().map_or(1, |n| n.get()) * 3
     }
 
-    /// Waits until everything `demand` needs is free and takes it, or
-    /// answers [`Busy`] at once when the queue is full.
-    pub(crate) async fn acquire(&self, demand: Demand) -> Result<Permit, Busy> {
+    /// Takes a place for `demand` now, without waiting: started at once if
+    /// nobody waits before it and everything it needs is free, else queued
+    /// behind every earlier request; [`Busy`] when the queue is full.
+    pub(crate) fn admit(&self, demand: Demand) -> Result<Admission, Busy> {
         let (key, receiver) = {
             let mut state = self.inner.lock();
-            if state.fits(&demand) {
-                state.take(&demand);
-                return Ok(Permit {
+            if state.waiting.is_empty()
+                && let Ok(hold) = state.try_start(&demand)
+            {
+                return Ok(Admission::Ready(Permit {
                     inner: self.inner.clone(),
                     demand,
+                    hold,
                     since: Instant::now(),
-                });
+                }));
             }
             if state.waiting.len() >= state.limits.queue {
-                return Err(self.busy(&state));
+                return Err(busy(&self.inner, &state));
             }
             let (sender, receiver) = oneshot::channel();
             (state.enqueue(demand, sender), receiver)
         };
-        let mut guard = WaitGuard {
+        // Whoever now fits starts, in order (this newcomer too, if nobody
+        // before it can run).
+        self.inner.grant();
+        Ok(Admission::Queued(Waiter {
             inner: self.inner.clone(),
             key: Some(key),
-        };
-        let permit = receiver.await;
-        guard.key = None;
-        permit.map_err(|_| {
-            let state = self.inner.lock();
-            self.busy(&state)
-        })
+            receiver,
+        }))
     }
 
-    fn busy<T>(&self, state: &State<T>) -> Busy {
-        let mean = self.inner.mean_hold_ms.load(Ordering::Relaxed).max(1);
-        let global = state.limits.global.max(1) as u64;
-        let rounds = (state.waiting.len() as u64 + 1).div_ceil(global);
-        Busy {
-            retry_after_ms: (mean * rounds).clamp(10, 60_000),
-            queued: state.waiting.len(),
-            running: state.running,
-        }
+    /// Waits until everything `demand` needs is free and takes it, or
+    /// answers [`Busy`] at once when the queue is full.
+    pub(crate) async fn acquire(&self, demand: Demand) -> Result<Permit, Busy> {
+        self.admit(demand)?.permit().await
     }
 
     /// How loaded the scheduler is right now.
@@ -230,17 +361,24 @@ impl Scheduler {
     }
 }
 
+fn busy<T>(inner: &Inner, state: &State<T>) -> Busy {
+    let mean = inner.mean_hold_ms.load(Ordering::Relaxed).max(1);
+    let global = state.limits.global.max(1) as u64;
+    let rounds = (state.waiting.len() as u64 + 1).div_ceil(global);
+    Busy {
+        retry_after_ms: (mean * rounds).clamp(10, 60_000),
+        queued: state.waiting.len(),
+        running: state.running,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
 
     fn plain() -> Demand {
-        Demand {
-            group: None,
-            exclusive: None,
-            priority: Priority::Normal,
-        }
+        Demand::new(None, None, Priority::Normal)
     }
 
     fn scheduler(global: usize, queue: usize) -> Scheduler {

@@ -1,8 +1,26 @@
-//! The scheduler's bookkeeping, pure and synchronous: what runs, what waits,
-//! and who may start next. [`super::Scheduler`] wraps it in one mutex.
+//! The scheduler's bookkeeping, synchronous: what runs, what waits, and who
+//! may start next. [`super::Scheduler`] wraps it in one mutex.
+//!
+//! # Order
+//!
+//! Waiters are served by priority, then round, then arrival. A caller's
+//! waiters of one priority take consecutive rounds (its first waits in the
+//! current round, its second in the next, ...), and a caller with nothing
+//! waiting enters at the current round: so within a priority each caller's
+//! requests keep their arrival order, and callers take turns, one request
+//! each per round, whatever the length of one caller's queue. With one
+//! caller this is plain first come, first served.
+//!
+//! # Machine-wide
+//!
+//! With [`MachineSlots`], a request starts only when this process's own
+//! counters *and* the slot files shared with the other processes allow it
+//! (see [`super::slots`]); a release elsewhere is not announced, so the
+//! waiter at the head of the queue polls ([`super::Scheduler`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::slots::{Blocked, Hold, MachineSlots};
 use super::{Demand, Priority};
 
 /// Limits: how many run at once, how many may wait, per-group caps.
@@ -13,8 +31,15 @@ pub(crate) struct Limits {
     pub(crate) groups: BTreeMap<String, usize>,
 }
 
-/// Waiters are served by priority, then arrival (`seq`).
-pub(super) type WaitKey = (std::cmp::Reverse<Priority>, u64);
+/// Waiters are served by priority, then round, then arrival (`seq`).
+pub(super) type WaitKey = (std::cmp::Reverse<Priority>, u64, u64);
+
+/// A caller's place in the rounds of one priority.
+#[derive(Debug, Default)]
+struct Turns {
+    next_round: u64,
+    waiting: usize,
+}
 
 /// The state behind the mutex; `T` is what a waiter is woken with.
 #[derive(Debug)]
@@ -24,11 +49,15 @@ pub(super) struct State<T> {
     pub(crate) group_running: BTreeMap<String, usize>,
     pub(crate) exclusive_held: BTreeSet<String>,
     pub(crate) waiting: BTreeMap<WaitKey, (Demand, T)>,
-    pub(crate) next_seq: u64,
+    next_seq: u64,
+    /// The round being served, per priority.
+    round: BTreeMap<Priority, u64>,
+    turns: BTreeMap<(Priority, String), Turns>,
+    machine: Option<MachineSlots>,
 }
 
 impl<T> State<T> {
-    pub(super) fn new(limits: Limits) -> Self {
+    pub(super) fn new(limits: Limits, machine: Option<MachineSlots>) -> Self {
         Self {
             limits,
             running: 0,
@@ -36,28 +65,37 @@ impl<T> State<T> {
             exclusive_held: BTreeSet::new(),
             waiting: BTreeMap::new(),
             next_seq: 0,
+            round: BTreeMap::new(),
+            turns: BTreeMap::new(),
+            machine,
         }
     }
 
-    /// Whether everything `demand` needs is free right now.
-    pub(super) fn fits(&self, demand: &Demand) -> bool {
+    /// Whether this process's own counters allow `demand` now.
+    fn fits_here(&self, demand: &Demand) -> Result<(), Blocked> {
         if self.running >= self.limits.global {
-            return false;
+            return Err(Blocked::Global);
         }
         if let Some(group) = &demand.group
             && let Some(limit) = self.limits.groups.get(group)
             && self.group_running.get(group).copied().unwrap_or(0) >= *limit
         {
-            return false;
+            return Err(Blocked::Own);
         }
         match &demand.exclusive {
-            Some(key) => !self.exclusive_held.contains(key),
-            None => true,
+            Some(key) if self.exclusive_held.contains(key) => Err(Blocked::Own),
+            _ => Ok(()),
         }
     }
 
-    /// Takes everything `demand` needs, all at once (call only when it fits).
-    pub(super) fn take(&mut self, demand: &Demand) {
+    /// Takes everything `demand` needs, here and machine-wide, all at once,
+    /// or nothing.
+    pub(super) fn try_start(&mut self, demand: &Demand) -> Result<Option<Hold>, Blocked> {
+        self.fits_here(demand)?;
+        let hold = match &mut self.machine {
+            Some(machine) => Some(machine.try_take(demand)?),
+            None => None,
+        };
         self.running += 1;
         if let Some(group) = &demand.group {
             *self.group_running.entry(group.clone()).or_insert(0) += 1;
@@ -65,10 +103,14 @@ impl<T> State<T> {
         if let Some(key) = &demand.exclusive {
             self.exclusive_held.insert(key.clone());
         }
+        Ok(hold)
     }
 
     /// Gives back everything `demand` held.
-    pub(super) fn give_back(&mut self, demand: &Demand) {
+    pub(super) fn give_back(&mut self, demand: &Demand, hold: Option<&Hold>) {
+        if let (Some(machine), Some(hold)) = (&mut self.machine, hold) {
+            machine.give_back(hold);
+        }
         self.running = self.running.saturating_sub(1);
         if let Some(group) = &demand.group
             && let Some(count) = self.group_running.get_mut(group)
@@ -83,20 +125,27 @@ impl<T> State<T> {
         }
     }
 
-    /// Starts every waiter that now fits, in priority then arrival order, and
-    /// returns them. After this no waiter fits: the invariant that lets a
-    /// newcomer that fits start at once without passing anyone who could run.
-    pub(super) fn grant_ready(&mut self) -> Vec<(Demand, T)> {
+    /// Starts every waiter that now fits, in order, and returns them. A
+    /// waiter blocked on its group or key does not hold back those behind
+    /// it; no global slot left stops the scan.
+    pub(super) fn grant_ready(&mut self) -> Vec<(Demand, Option<Hold>, T)> {
         let mut granted = Vec::new();
-        let keys: Vec<WaitKey> = self.waiting.keys().copied().collect();
+        let keys: Vec<WaitKey> = self.waiting.keys().cloned().collect();
         for key in keys {
-            if self.running >= self.limits.global {
-                break;
-            }
-            let fits = self.waiting.get(&key).is_some_and(|(d, _)| self.fits(d));
-            if let Some((demand, payload)) = fits.then(|| self.waiting.remove(&key)).flatten() {
-                self.take(&demand);
-                granted.push((demand, payload));
+            let Some((demand, _)) = self.waiting.get(&key) else {
+                continue;
+            };
+            let demand = demand.clone();
+            match self.try_start(&demand) {
+                Ok(hold) => {
+                    if let Some((demand, payload)) = self.remove(&key) {
+                        let round = self.round.entry(demand.priority).or_insert(0);
+                        *round = (*round).max(key.1);
+                        granted.push((demand, hold, payload));
+                    }
+                }
+                Err(Blocked::Global) => break,
+                Err(Blocked::Own) => {}
             }
         }
         granted
@@ -104,10 +153,36 @@ impl<T> State<T> {
 
     /// Queues a waiter; returns its key.
     pub(super) fn enqueue(&mut self, demand: Demand, payload: T) -> WaitKey {
-        let key = (std::cmp::Reverse(demand.priority), self.next_seq);
+        let current = self.round.get(&demand.priority).copied().unwrap_or(0);
+        let turns = self
+            .turns
+            .entry((demand.priority, demand.caller.clone()))
+            .or_default();
+        let round = turns.next_round.max(current);
+        turns.next_round = round + 1;
+        turns.waiting += 1;
+        let key = (std::cmp::Reverse(demand.priority), round, self.next_seq);
         self.next_seq += 1;
         self.waiting.insert(key, (demand, payload));
         key
+    }
+
+    /// Takes a waiter out of the queue (started, or gone away).
+    pub(super) fn remove(&mut self, key: &WaitKey) -> Option<(Demand, T)> {
+        let (demand, payload) = self.waiting.remove(key)?;
+        let turn_key = (demand.priority, demand.caller.clone());
+        if let Some(turns) = self.turns.get_mut(&turn_key) {
+            turns.waiting = turns.waiting.saturating_sub(1);
+            if turns.waiting == 0 {
+                self.turns.remove(&turn_key);
+            }
+        }
+        Some((demand, payload))
+    }
+
+    /// Whether process-wide polling is needed (other processes share the slots).
+    pub(super) fn is_machine_wide(&self) -> bool {
+        self.machine.is_some()
     }
 }
 
@@ -120,59 +195,125 @@ mod tests {
             group: group.map(str::to_owned),
             exclusive: exclusive.map(str::to_owned),
             priority,
+            caller: super::super::LOCAL_CALLER.to_owned(),
+        }
+    }
+
+    fn from(caller: &str) -> Demand {
+        Demand {
+            caller: caller.to_owned(),
+            ..demand(None, None, Priority::Normal)
         }
     }
 
     fn state(global: usize) -> State<&'static str> {
-        State::new(Limits {
-            global,
-            queue: 10,
-            groups: [("cpu".to_owned(), 1)].into(),
-        })
+        State::new(
+            Limits {
+                global,
+                queue: 10,
+                groups: [("cpu".to_owned(), 1)].into(),
+            },
+            None,
+        )
+    }
+
+    fn names(granted: Vec<(Demand, Option<Hold>, &'static str)>) -> Vec<&'static str> {
+        granted.into_iter().map(|(_, _, p)| p).collect()
     }
 
     #[test]
     fn limits_and_exclusive_keys_are_respected() {
         let mut s = state(3);
         let cpu = demand(Some("cpu"), None, Priority::Normal);
-        assert!(s.fits(&cpu));
-        s.take(&cpu);
-        assert!(!s.fits(&cpu), "group cpu allows one");
+        assert!(s.try_start(&cpu).is_ok());
+        assert_eq!(s.try_start(&cpu), Err(Blocked::Own), "group cpu allows one");
         let ex = demand(None, Some("db"), Priority::Normal);
-        s.take(&ex);
-        assert!(!s.fits(&ex), "exclusive key held");
+        assert!(s.try_start(&ex).is_ok());
+        assert_eq!(s.try_start(&ex), Err(Blocked::Own), "exclusive key held");
         assert!(
-            s.fits(&demand(Some("net"), None, Priority::Normal)),
+            s.try_start(&demand(Some("net"), None, Priority::Normal))
+                .is_ok(),
             "undeclared group is unlimited"
         );
-        s.take(&demand(None, None, Priority::Normal));
-        assert!(
-            !s.fits(&demand(None, None, Priority::Normal)),
+        assert_eq!(
+            s.try_start(&demand(None, None, Priority::Normal)),
+            Err(Blocked::Global),
             "global full"
         );
-        s.give_back(&ex);
-        assert!(s.fits(&ex));
+        s.give_back(&ex, None);
+        assert!(s.try_start(&ex).is_ok());
     }
 
     #[test]
     fn grants_follow_priority_then_arrival_and_skip_blocked_waiters() {
         let mut s = state(2);
         let cpu = demand(Some("cpu"), None, Priority::Normal);
-        s.take(&cpu);
-        s.take(&demand(None, None, Priority::Normal));
+        s.try_start(&cpu).unwrap();
+        s.try_start(&demand(None, None, Priority::Normal)).unwrap();
         s.enqueue(demand(Some("cpu"), None, Priority::Normal), "cpu-waiter");
         s.enqueue(demand(None, None, Priority::Low), "low");
         s.enqueue(demand(None, None, Priority::Normal), "normal-1");
         s.enqueue(demand(None, None, Priority::High), "high");
         s.enqueue(demand(None, None, Priority::Normal), "normal-2");
-        s.give_back(&demand(None, None, Priority::Normal));
-        let order: Vec<&str> = s.grant_ready().into_iter().map(|(_, p)| p).collect();
-        assert_eq!(order, ["high"]);
-        s.give_back(&cpu);
-        let order: Vec<&str> = s.grant_ready().into_iter().map(|(_, p)| p).collect();
-        assert_eq!(order, ["cpu-waiter"]);
-        s.give_back(&demand(None, None, Priority::High));
-        let order: Vec<&str> = s.grant_ready().into_iter().map(|(_, p)| p).collect();
-        assert_eq!(order, ["normal-1"]);
+        s.give_back(&demand(None, None, Priority::Normal), None);
+        assert_eq!(names(s.grant_ready()), ["high"]);
+        s.give_back(&cpu, None);
+        assert_eq!(names(s.grant_ready()), ["cpu-waiter"]);
+        s.give_back(&demand(None, None, Priority::High), None);
+        assert_eq!(names(s.grant_ready()), ["normal-1"]);
+    }
+
+    #[test]
+    fn one_caller_is_served_in_arrival_order() {
+        let mut s = state(1);
+        s.try_start(&from("a")).unwrap();
+        let order = ["1", "2", "3", "4", "5", "6", "7", "8"];
+        for name in order {
+            s.enqueue(from("a"), name);
+        }
+        let mut served = Vec::new();
+        while !s.waiting.is_empty() {
+            s.give_back(&from("a"), None);
+            served.extend(names(s.grant_ready()));
+        }
+        assert_eq!(served, order);
+    }
+
+    #[test]
+    fn callers_take_turns_so_a_long_queue_does_not_starve_a_late_caller() {
+        let mut s = state(1);
+        s.try_start(&from("busy")).unwrap();
+        for name in ["b1", "b2", "b3", "b4", "b5", "b6"] {
+            s.enqueue(from("busy"), name);
+        }
+        s.give_back(&from("busy"), None);
+        assert_eq!(names(s.grant_ready()), ["b1"]);
+        s.enqueue(from("late"), "l1");
+        s.enqueue(from("late"), "l2");
+        s.enqueue(from("other"), "o1");
+        let mut served = Vec::new();
+        while !s.waiting.is_empty() {
+            s.give_back(&from("busy"), None);
+            served.extend(names(s.grant_ready()));
+        }
+        assert_eq!(served, ["l1", "o1", "b2", "l2", "b3", "b4", "b5", "b6"]);
+        assert!(s.turns.is_empty(), "nothing is kept for callers that left");
+    }
+
+    #[test]
+    fn a_higher_priority_still_goes_before_every_round_of_a_lower_one() {
+        let mut s = state(1);
+        s.try_start(&from("a")).unwrap();
+        s.enqueue(from("a"), "a1");
+        s.enqueue(from("b"), "b1");
+        s.enqueue(
+            Demand {
+                priority: Priority::High,
+                ..from("c")
+            },
+            "c-high",
+        );
+        s.give_back(&from("a"), None);
+        assert_eq!(names(s.grant_ready()), ["c-high"]);
     }
 }

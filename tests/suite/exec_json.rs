@@ -463,8 +463,8 @@ fn secrets_are_redacted_from_output_spill_files_errors_and_logs() {
     assert_no_secret("stdout", &run.stdout_str());
     assert_no_secret("the log on stderr", &run.stderr_str());
     assert!(
-        run.stderr_str().contains("finished"),
-        "logging is on: {}",
+        run.stderr_str().contains("\"door\":\"exec\""),
+        "logging is on (one record per execution): {}",
         run.stderr_str()
     );
     let r = parse_lines(&run.stdout_str());

@@ -19,6 +19,7 @@ pub(crate) mod listeners;
 #[cfg(target_os = "linux")]
 mod matrix;
 mod mcp_http;
+mod operator_knobs;
 mod output;
 mod path_guard;
 mod policy;

@@ -3,6 +3,7 @@
 //! exceeded, as the children's own timestamps show.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -118,5 +119,185 @@ fn hammer_with_mixed_groups_and_exclusives_never_exceeds_a_limit() {
     assert!(
         peak["global"] >= 2,
         "the hammer should run things concurrently: {peak:?}"
+    );
+}
+
+/// A registry whose tool `stamp` appends `start|end NANOS` around a nap of
+/// `nap` seconds to `log`, with `[scheduler] global = 1`.
+fn stamping_registry(log: &std::path::Path, nap: &str, queue: usize) -> String {
+    format!(
+        "[scheduler]\nglobal = 1\nqueue = {queue}\n[[tools]]\nname = \"stamp\"\ncommand = [\"sh\", \"-c\", \"echo \\\"$1 start $(date +%s%N)\\\" >> {log}; sleep {nap}; echo \\\"$1 end $(date +%s%N)\\\" >> {log}\", \"sh\", \"{{n}}\"]\ncwd = \"project_root\"\nrisk = \"low\"\nparams = [{{ name = \"n\", type = \"integer\", default = 0 }}]\n",
+        log = log.display()
+    )
+}
+
+/// The `(name, start, end)` intervals the stamping tool wrote, by start.
+fn intervals(log: &std::path::Path) -> Vec<(String, u128, u128)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut starts = BTreeMap::new();
+    let mut spans = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let at: u128 = parts[2].parse().unwrap();
+        if parts[1] == "start" {
+            starts.insert(parts[0].to_owned(), at);
+        } else {
+            let start = starts.remove(parts[0]).expect("an end after its start");
+            spans.push((parts[0].to_owned(), start, at));
+        }
+    }
+    spans.sort_by_key(|span| span.1);
+    spans
+}
+
+#[track_caller]
+fn assert_one_after_the_other(spans: &[(String, u128, u128)]) {
+    for pair in spans.windows(2) {
+        assert!(
+            pair[1].1 >= pair[0].2,
+            "{} started before {} ended: {spans:?}",
+            pair[1].0,
+            pair[0].0
+        );
+    }
+}
+
+#[test]
+fn exec_json_processes_side_by_side_with_global_1_run_one_after_the_other() {
+    let env = TestEnv::new();
+    let log = env.work().join("stamps.log");
+    let config = env.write("registry.toml", stamping_registry(&log, "0.3", 8));
+    let runs: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..=4)
+            .map(|n| {
+                let env = &env;
+                let config = &config;
+                scope.spawn(move || {
+                    env.cmd()
+                        .args(["exec", "--json", "--config"])
+                        .arg(config)
+                        .stdin(json!({"id": n, "tool": "stamp", "args": {"n": n}}).to_string())
+                        .run()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for run in &runs {
+        run.success();
+    }
+    let spans = intervals(&log);
+    assert_eq!(spans.len(), 4, "every process ran its command: {spans:?}");
+    assert_one_after_the_other(&spans);
+}
+
+#[test]
+fn a_holder_killed_with_sigkill_leaks_no_slot() {
+    let env = TestEnv::new();
+    let log = env.work().join("stamps.log");
+    let config = env.write("registry.toml", stamping_registry(&log, "30", 8));
+    let mut holder = std::process::Command::new(crate::common::bin())
+        .args(["exec", "--json", "--config"])
+        .arg(&config)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", env.root.path().join("home"))
+        .env("AGENT_REACH_HOME", env.ar_home())
+        .current_dir(env.work())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = holder.stdin.take().unwrap();
+        writeln!(stdin, "{}", json!({"tool": "stamp", "args": {"n": 1}})).unwrap();
+    }
+    let waiting = Instant::now();
+    while intervals_started(&log) == 0 {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(20),
+            "the holder never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The holder (not its command) dies without a word.
+    unsafe { libc::kill(holder.id() as i32, libc::SIGKILL) };
+    let _ = holder.wait();
+    let quick = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("sleep 30", "sleep 0");
+    let quick = env.write("quick.toml", quick);
+    let started = Instant::now();
+    env.cmd()
+        .args(["exec", "--json", "--config"])
+        .arg(&quick)
+        .stdin(json!({"tool": "stamp", "args": {"n": 2}}).to_string())
+        .run()
+        .success();
+    // Whatever is left of the holder's group goes now.
+    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the next command waited {:?} for a dead holder's slot",
+        started.elapsed()
+    );
+}
+
+fn intervals_started(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(" start "))
+        .count()
+}
+
+#[test]
+fn jsonl_with_global_1_runs_and_answers_one_tool_in_arrival_order() {
+    let env = TestEnv::new();
+    let log = env.work().join("stamps.log");
+    let registry = stamping_registry(&log.clone(), "0.02", 64);
+    let requests: Vec<_> = (1..=8)
+        .map(|n| json!({"id": n, "tool": "stamp", "args": {"n": n}}))
+        .collect();
+    let (run, _) = jsonl(&env, &registry, &requests, &[]);
+    run.success();
+    let answered: Vec<u64> = run
+        .stdout_str()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(answered, [1, 2, 3, 4, 5, 6, 7, 8]);
+    let ran: Vec<String> = intervals(&log).into_iter().map(|span| span.0).collect();
+    assert_eq!(ran, ["1", "2", "3", "4", "5", "6", "7", "8"]);
+}
+
+#[test]
+fn when_the_queue_is_full_the_newest_requests_get_busy() {
+    let env = TestEnv::new();
+    let log = env.work().join("stamps.log");
+    let registry = stamping_registry(&log.clone(), "0.3", 2);
+    let requests: Vec<_> = (1..=6)
+        .map(|n| json!({"id": n, "tool": "stamp", "args": {"n": n}}))
+        .collect();
+    let (run, results) = jsonl(&env, &registry, &requests, &[]);
+    run.success();
+    let status = |n: u64| {
+        results[&n.to_string()]["status"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let statuses: Vec<String> = (1..=6).map(status).collect();
+    assert_eq!(
+        statuses,
+        ["success", "success", "success", "busy", "busy", "busy"],
+        "one runs, two wait, the three newest are refused"
     );
 }

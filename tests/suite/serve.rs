@@ -523,7 +523,17 @@ fn list_sessions_shows_listening_ports() {
 #[test]
 fn a_full_table_prunes_and_says_so() {
     run(async {
-        let s = serve_with(&["--max-sessions", "9"]).await;
+        // Every running session holds a slot of the scheduler: room for ten.
+        let env = TestEnv::new();
+        let config = env.write(
+            "registry.toml",
+            "allow_raw_commands = true\n[scheduler]\nglobal = 10\n",
+        );
+        let s = serve_in(
+            env,
+            &["--max-sessions", "9", "--config", config.to_str().unwrap()],
+        )
+        .await;
         for _ in 0..9 {
             let (_, v) = s
                 .ok(
@@ -695,15 +705,13 @@ fn logs_one_json_event_per_execution() {
         let event: Value = log
             .lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|v| v["fields"]["tool"] == "exec_command")
+            .find(|v| v["tool"] == "exec_command")
             .unwrap_or_else(|| panic!("no execution event in\n{log}"));
-        let f = &event["fields"];
+        let f = &event;
         assert_eq!(f["exit_code"], 0, "{event}");
-        assert_eq!(f["state"], "exited");
-        assert!(
-            f["argv"].as_str().unwrap().contains("echo logged"),
-            "{event}"
-        );
+        assert_eq!(f["status"], "success");
+        assert_eq!(f["door"], "mcp");
+        assert!(f["argv"].to_string().contains("echo logged"), "{event}");
         assert!(
             f.get("duration_ms").is_some()
                 && f.get("cwd").is_some()
@@ -726,7 +734,12 @@ fn registry_tools_are_served_with_their_schema_and_normalized_results() {
             .iter()
             .find(|t| t.name == "greet")
             .expect("greet is listed");
-        assert_eq!(greet.description.as_deref(), Some("Say hello"));
+        let description = greet.description.as_deref().unwrap_or_default();
+        assert!(
+            description.starts_with("Say hello")
+                && description.contains("Timeout: 600 s; no network."),
+            "{description}"
+        );
         assert_eq!(greet.input_schema["required"], json!(["who"]));
         assert_eq!(tools.iter().filter(|t| t.name == "exec_command").count(), 1);
         let (_, v) = s.ok("greet", json!({"who": "world"})).await;
@@ -1244,6 +1257,68 @@ fn bytes_pending_counts_what_the_command_wrote_and_no_reply_took() {
         assert!(v["output"].as_str().unwrap().contains("bold"), "{v}");
         let (_, v) = s.ok("list_sessions", json!({})).await;
         assert_eq!(v["sessions"][0]["bytes_pending"], 0, "{v}");
+        s.close().await;
+    });
+}
+
+#[test]
+fn exec_command_sessions_take_a_machine_wide_slot_while_their_command_runs() {
+    run(async {
+        let env = TestEnv::new();
+        let log = env.work().join("stamps.log");
+        let config = env.write(
+            "registry.toml",
+            format!(
+                "allow_raw_commands = true\n[scheduler]\nglobal = 1\n[[tools]]\nname = \"stamp\"\ncommand = [\"sh\", \"-c\", \"echo \\\"exec start $(date +%s%N)\\\" >> {}\"]\ncwd = \"project_root\"\nrisk = \"low\"\n",
+                log.display()
+            ),
+        );
+        let s = serve_in(env, &["--config", config.to_str().unwrap()]).await;
+        let cmd = format!(
+            "echo \"session start $(date +%s%N)\" >> {0}; sleep 1; echo \"session end $(date +%s%N)\" >> {0}",
+            log.display()
+        );
+        let (text, _) = s
+            .ok("exec_command", json!({"cmd": cmd, "yield_time_ms": 200}))
+            .await;
+        assert!(text.contains("session"), "still running: {text}");
+        // Another process sharing the home waits for the session's slot.
+        let mut exec = Command::new(bin());
+        exec.args(["exec", "--json", "--config"])
+            .arg(&config)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", s.env.root.path().join("home"))
+            .env("AGENT_REACH_HOME", s.env.ar_home())
+            .current_dir(s.env.work())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = exec.spawn().unwrap();
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(b"{\"tool\": \"stamp\"}\n").await.unwrap();
+        }
+        let out = child.wait_with_output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let stamps = std::fs::read_to_string(&log).unwrap();
+        let at = |what: &str| -> u128 {
+            stamps
+                .lines()
+                .find(|l| l.starts_with(what))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no {what:?} in\n{stamps}"))
+        };
+        assert!(
+            at("exec start") >= at("session end"),
+            "the one-shot command ran beside the session:\n{stamps}"
+        );
         s.close().await;
     });
 }

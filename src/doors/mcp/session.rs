@@ -75,7 +75,47 @@ pub(crate) struct CommandSession {
     report: Option<crate::plan::sandbox::ReportGuard>,
     /// Its seat in the one session table of every door.
     seat: Mutex<Option<crate::broker::SessionTicket>>,
+    /// The scheduler's slot, held while the command runs.
+    _slot: SlotGuard,
 }
+
+/// Holds a session's scheduler slot until its command ends (exit, kill,
+/// timeout) or the session goes; a session that only waits for its next
+/// call holds no slot once its command is gone.
+#[derive(Debug)]
+struct SlotGuard {
+    gone: CancellationToken,
+}
+
+impl SlotGuard {
+    fn hold(exec: &Execution, permit: crate::scheduler::Permit) -> Self {
+        let gone = CancellationToken::new();
+        let exec = exec.clone();
+        let session_gone = gone.clone();
+        tokio::spawn(async move {
+            // The handle kept here is given up with the session, so it never
+            // keeps a command alive that its session would have killed.
+            let forever = Instant::now() + Duration::from_secs(SLOT_WATCH_HORIZON_SECS);
+            tokio::select! {
+                _ = exec.wait(forever, None) => {}
+                () = session_gone.cancelled() => {}
+            }
+            drop(exec);
+            drop(permit);
+        });
+        Self { gone }
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.gone.cancel();
+    }
+}
+
+/// How far ahead the slot watch waits for a command's end (a wait needs a
+/// deadline): a century, so in practice until the end.
+const SLOT_WATCH_HORIZON_SECS: u64 = 100 * 365 * 24 * 3600;
 
 impl Prunable for CommandSession {
     fn has_exited(&self) -> bool {
@@ -89,9 +129,11 @@ impl CommandSession {
         command: String,
         tty: bool,
         report: Option<crate::plan::sandbox::ReportGuard>,
+        permit: crate::scheduler::Permit,
     ) -> Self {
         let now = Instant::now();
         Self {
+            _slot: SlotGuard::hold(&exec, permit),
             report,
             tty,
             exec,

@@ -27,6 +27,8 @@ const TOOL_KEYS: &[&str] = &[
     "group",
     "exclusive",
     "cache_ttl",
+    "idempotent",
+    "cache_failures",
     "network",
     "sandbox",
     "interactive",
@@ -105,6 +107,8 @@ impl Walker<'_> {
             group: None,
             exclusive: None,
             cache_ttl: None,
+            idempotent: false,
+            cache_failures: false,
             network: false,
             sandbox: None,
             interactive: false,
@@ -166,6 +170,10 @@ impl Walker<'_> {
                 "network" => tool.network = self.boolean(value, key).unwrap_or(false),
                 "sandbox" => tool.sandbox = self.sandbox_policy(value, key),
                 "interactive" => tool.interactive = self.boolean(value, key).unwrap_or(false),
+                "idempotent" => tool.idempotent = self.boolean(value, key).unwrap_or(false),
+                "cache_failures" => {
+                    tool.cache_failures = self.boolean(value, key).unwrap_or(false);
+                }
                 "extra_args" => {
                     if let Some(text) = self.string(value, key) {
                         tool.extra_args = match text.as_str() {

@@ -86,6 +86,37 @@ impl AgentReachServer {
                 self.log(&req, started, None, "rejected", None, 0, false);
                 ToolFailure::refused(full.to_string())
             })?;
+        // A session's command takes a slot of the scheduler like any other
+        // (machine-wide), held until the command ends. It waits for one no
+        // longer than its yield: the model gets control back either way.
+        let waited = tokio::time::timeout(
+            req.yield_time,
+            self.inner
+                .dispatcher
+                .scheduler()
+                .acquire(plan.demand.clone()),
+        )
+        .await;
+        let permit = match waited {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(busy)) => {
+                self.log(&req, started, None, "busy", None, 0, false);
+                return Err(ToolFailure::refused(format!(
+                    "busy: {busy} ({})",
+                    crate::registry::kinds::QUEUE_FULL
+                )));
+            }
+            Err(_) => {
+                self.log(&req, started, None, "busy", None, 0, false);
+                let load = self.inner.dispatcher.scheduler().load();
+                return Err(ToolFailure::refused(format!(
+                    "busy: no slot of the scheduler came free within yield_time_ms ({} running here, global limit {}); nothing was started, try again later or end a session ({})",
+                    load.running,
+                    load.global,
+                    crate::registry::kinds::QUEUE_FULL
+                )));
+            }
+        };
         let exec = Execution::spawn(plan.spec).map_err(|e| {
             self.log(&req, started, None, "error", None, 0, false);
             ToolFailure::from(e)
@@ -95,6 +126,7 @@ impl AgentReachServer {
             req.cmd.clone(),
             req.tty,
             plan.report,
+            permit,
         ));
         let admitted = self.table().insert(
             self.client.id(),

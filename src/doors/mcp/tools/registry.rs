@@ -7,20 +7,23 @@
 //! since the built-ins are what agents rely on.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value};
 
-use crate::logging::{self, ExecutionEvent};
 use rmcp::RoleServer;
 use rmcp::service::Peer;
 
-use crate::plan::{Dispatcher, Request};
+use crate::plan::{Dispatcher, Door, Request};
 use crate::registry::metrics::UNKNOWN_TOOL_LABEL;
 use crate::result::Status;
 
 /// Request-level fields a call may carry next to the tool's parameters.
+/// A registry tool called over MCP: the model's `approve` never counts.
+const MCP_DOOR: Door = Door::Mcp {
+    person_approved: false,
+};
+
 const REQUEST_FIELDS: [&str; 2] = ["approve", "max_output_tokens"];
 
 /// The registry tools served over MCP.
@@ -49,7 +52,7 @@ impl RegistryTools {
             add_request_fields(&mut schema, spec.params.iter().map(|p| p.name.as_str()));
             tools.push(super::raw_tool(
                 spec.name().to_owned(),
-                spec.description(),
+                spec.model_description(),
                 schema,
             ));
         }
@@ -74,7 +77,6 @@ impl RegistryTools {
         args: Option<Map<String, Value>>,
         peer: &Peer<RoleServer>,
     ) -> CallToolResult {
-        let started = Instant::now();
         let mut args = args.unwrap_or_default();
         let declared = |field: &str| {
             self.dispatcher
@@ -92,9 +94,6 @@ impl RegistryTools {
         } else {
             args.remove("max_output_tokens")
         };
-        let logged_args = self
-            .dispatcher
-            .redact(&Value::Object(args.clone()).to_string());
         let mut request = Request::for_tool(None, name, args);
         request.approve = approve.and_then(|v| v.as_bool()).unwrap_or(false);
         request.max_output_tokens = max_tokens
@@ -108,25 +107,20 @@ impl RegistryTools {
         )
         .await
         {
-            Ok(plan) => self.dispatcher.run(request.id.clone(), plan).await,
+            Ok(plan) => {
+                self.dispatcher
+                    .run(request.id.clone(), plan, MCP_DOOR)
+                    .await
+            }
             Err(rejection) => self.dispatcher.finish_refused(
                 request.id.clone(),
                 Some(name.to_owned()),
                 UNKNOWN_TOOL_LABEL,
                 rejection,
+                MCP_DOOR,
             ),
         };
-        logging::execution(&ExecutionEvent {
-            tool: name,
-            argv: &[logged_args],
-            cwd: &self.dispatcher.registry().root,
-            duration: started.elapsed(),
-            session_id: None,
-            state: status_name(result.status),
-            exit_code: result.exit_code,
-            bytes_out: result.original_bytes.stdout + result.original_bytes.stderr,
-            truncated: result.truncated,
-        });
+        // The dispatcher logged it, once.
         let value = serde_json::to_value(&result).unwrap_or(Value::Null);
         let failed = matches!(
             result.status,
@@ -166,17 +160,6 @@ fn add_request_fields<'a>(schema: &mut Map<String, Value>, params: impl Iterator
             }),
         };
         properties.insert(field.to_owned(), property);
-    }
-}
-
-fn status_name(status: Status) -> &'static str {
-    match status {
-        Status::Success => "success",
-        Status::Failure => "failure",
-        Status::Timeout => "timeout",
-        Status::Rejected => "rejected",
-        Status::Busy => "busy",
-        Status::Error => "error",
     }
 }
 
