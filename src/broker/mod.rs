@@ -172,7 +172,12 @@ impl Broker {
     /// scheduler and the engine.
     pub(crate) async fn run(&self, caller: &Caller, request: Request) -> NormalizedResult {
         tracing::debug!(door = caller.door(), caller = %caller, "one-shot command");
-        self.inner.dispatcher.handle(request, Door::Listener).await
+        // Callers take turns in the scheduler: one caller's queue cannot
+        // starve another's.
+        self.inner
+            .dispatcher
+            .handle_as(request, Door::Listener, &caller.to_string())
+            .await
     }
 
     /// Runs a one-shot command for `caller` to its end and hands back its

@@ -203,7 +203,7 @@ impl Dispatcher {
 
     fn admit_parsed(&self, parsed: Result<Request, Malformed>, door: Door) -> Admitted {
         match parsed {
-            Ok(request) => self.admit_request(request, door),
+            Ok(request) => self.admit_request(request, door, crate::scheduler::LOCAL_CALLER),
             Err(malformed) => Admitted::Done(Box::new(self.finish_refused(
                 malformed.id,
                 malformed.tool,
@@ -214,16 +214,25 @@ impl Dispatcher {
         }
     }
 
-    /// Answers one request from `door`: always a normalized result, never a
-    /// panic or a hang beyond the command's timeout.
-    pub(crate) async fn handle(&self, request: Request, door: Door) -> NormalizedResult {
-        let admitted = self.admit_request(request, door);
+    /// Answers one request of `caller` from `door`: always a normalized
+    /// result, never a panic or a hang beyond the command's timeout. Callers
+    /// take turns in the scheduler, and the log line says who asked.
+    pub(crate) async fn handle_as(
+        &self,
+        request: Request,
+        door: Door,
+        caller: &str,
+    ) -> NormalizedResult {
+        let admitted = self.admit_request(request, door, caller);
         self.finish(admitted).await
     }
 
-    fn admit_request(&self, request: Request, door: Door) -> Admitted {
+    fn admit_request(&self, request: Request, door: Door, caller: &str) -> Admitted {
         match self.planner.plan(&request, door) {
-            Ok(plan) => self.admit(request.id, plan, door),
+            Ok(mut plan) => {
+                plan.demand.caller = caller.to_owned();
+                self.admit(request.id, plan, door)
+            }
             Err(rejection) => {
                 let label = match &request.target {
                     super::Target::Tool { .. } => UNKNOWN_TOOL_LABEL,

@@ -9,14 +9,14 @@
 //! [`Plan`] (a [`SpawnSpec`] for [`crate::exec::Execution::spawn`] plus the
 //! rest) or a [`Rejection`] with the contract's `error.kind`.
 //!
-//! How a door uses it:
+//! How the broker (`crate::broker`, the one caller for remote doors) uses it:
 //!
 //! ```text
 //! let mut request = Request::command(argv);        // or Request::for_tool(..)
 //! request.workdir = ...; request.env = ...; request.timeout_ms = ...;
 //! request.session = true;                          // a live process (stream, session)
 //! // one-shot: plan, cache, scheduler, engine, normalized result
-//! let result = dispatcher.handle(request, Door::Listener).await;
+//! let result = dispatcher.handle_as(request, Door::Listener, caller).await;
 //! // live: plan, then the engine
 //! let plan = dispatcher.planner().plan(&request, Door::Listener)?;
 //! let exec = Execution::spawn(plan.spec)?;        // keep plan.report alive with it
