@@ -128,11 +128,31 @@ mod tests {
     fn only_the_exact_token_is_accepted_where_the_door_wants_it() {
         let auth = Auth::new(Token::new("s3cret"));
         let bearer = Credential::Bearer;
-        assert!(accepts(&auth, bearer, &[("authorization", "Bearer s3cret")]));
-        assert!(accepts(&auth, bearer, &[("authorization", "bearer s3cret")]));
-        assert!(!accepts(&auth, bearer, &[("authorization", "Bearer s3cre")]));
-        assert!(!accepts(&auth, bearer, &[("authorization", "Bearer s3crett")]));
-        assert!(!accepts(&auth, bearer, &[("authorization", "Basic s3cret")]));
+        assert!(accepts(
+            &auth,
+            bearer,
+            &[("authorization", "Bearer s3cret")]
+        ));
+        assert!(accepts(
+            &auth,
+            bearer,
+            &[("authorization", "bearer s3cret")]
+        ));
+        assert!(!accepts(
+            &auth,
+            bearer,
+            &[("authorization", "Bearer s3cre")]
+        ));
+        assert!(!accepts(
+            &auth,
+            bearer,
+            &[("authorization", "Bearer s3crett")]
+        ));
+        assert!(!accepts(
+            &auth,
+            bearer,
+            &[("authorization", "Basic s3cret")]
+        ));
         assert!(!accepts(&auth, bearer, &[]));
         let key = Credential::Header("x-api-key");
         assert!(accepts(&auth, key, &[("x-api-key", "s3cret")]));

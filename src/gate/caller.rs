@@ -39,7 +39,10 @@ impl Caller {
     /// A caller on this machine with no address: `serve` on stdio, `exec`.
     #[cfg_attr(
         not(test),
-        expect(dead_code, reason = "the broker takes local callers in the next commits")
+        expect(
+            dead_code,
+            reason = "the broker takes local callers in the next commits"
+        )
     )]
     pub(crate) fn local(door: &'static str) -> Self {
         Self {
@@ -51,7 +54,10 @@ impl Caller {
     /// This caller narrowed to one of its door's sessions (an MCP session).
     #[cfg_attr(
         not(test),
-        expect(dead_code, reason = "the broker narrows MCP callers in the next commits")
+        expect(
+            dead_code,
+            reason = "the broker narrows MCP callers in the next commits"
+        )
     )]
     pub(crate) fn within(&self, session: &str) -> Self {
         Self {
@@ -63,7 +69,10 @@ impl Caller {
     /// The door this caller came through.
     #[cfg_attr(
         not(test),
-        expect(dead_code, reason = "the broker counts callers by door in the next commits")
+        expect(
+            dead_code,
+            reason = "the broker counts callers by door in the next commits"
+        )
     )]
     pub(crate) fn door(&self) -> &'static str {
         self.door

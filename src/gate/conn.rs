@@ -210,9 +210,8 @@ where
         });
         let mut builder = Builder::new(TokioExecutor::new());
         builder.http2().enable_connect_protocol();
-        let mut conn = pin!(
-            builder.serve_connection_with_upgrades(io, TowerToHyperService::new(per_request))
-        );
+        let mut conn =
+            pin!(builder.serve_connection_with_upgrades(io, TowerToHyperService::new(per_request)));
         let mut closing = false;
         loop {
             let deadline = activity.deadline(&self.limits);

@@ -1,14 +1,17 @@
 //! The gate as one tower [`Layer`]: every door's router, axum's and tonic's
 //! alike (tonic's routes are an axum router), is served wrapped in it, so
 //! each request is checked ([`Gate::check`]), refused in its door's shape,
-//! or handed on with its [`Caller`] and its body bounded by the door's limit.
+//! or handed on with its [`Caller`] and its body bounded by the door's limit:
+//! a body without a length that grows over it is cut there, and whatever
+//! the door answers then, the caller gets the door's 413.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -17,7 +20,7 @@ use axum::response::Response;
 use http_body::Body as _;
 use tower::{Layer, Service};
 
-use super::{Caller, Gate};
+use super::{Caller, Gate, Refusal};
 
 /// Puts the gate in front of a service.
 #[derive(Debug, Clone)]
@@ -68,15 +71,38 @@ where
 
     fn call(&mut self, request: Request<Body>) -> Answer {
         match admit(&self.gate, request) {
-            Ok(request) => Box::pin(self.inner.call(request)),
-            Err(refused) => Box::pin(std::future::ready(Ok(refused))),
+            Ok((request, None)) => Box::pin(self.inner.call(request)),
+            Ok((request, Some(over))) => {
+                let answer = self.inner.call(request);
+                let gate = self.gate.clone();
+                Box::pin(async move {
+                    let response = answer.await?;
+                    if !over.load(Ordering::Acquire) {
+                        return Ok(response);
+                    }
+                    let limit = gate.rules().body_limit;
+                    let refusal = Refusal::TooLarge {
+                        length: u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1),
+                        limit,
+                    };
+                    tracing::warn!(door = gate.rules().door, reason = %refusal, "request body cut at the gate");
+                    Ok((gate.rules().reply)(&refusal))
+                })
+            }
+            Err(refusal) => {
+                let refused = (self.gate.rules().reply)(&refusal);
+                Box::pin(std::future::ready(Ok(refused)))
+            }
         }
     }
 }
 
-/// `request` admitted, with its caller and its body bounded; or the
-/// door's refusal.
-fn admit(gate: &Gate, request: Request<Body>) -> Result<Request<Body>, Response> {
+/// `request` admitted, with its caller and its body bounded (and the flag
+/// its body raises if it grows over the limit); or why not.
+fn admit(
+    gate: &Gate,
+    request: Request<Body>,
+) -> Result<(Request<Body>, Option<Arc<AtomicBool>>), Refusal> {
     let more_body = !request.body().is_end_stream();
     let digest = gate
         .check(
@@ -92,7 +118,7 @@ fn admit(gate: &Gate, request: Request<Body>) -> Result<Request<Body>, Response>
                 path = %request.uri().path(),
                 "request refused at the gate"
             );
-            (gate.rules().reply)(&refusal)
+            refusal
         })?;
     let peer = request
         .extensions()
@@ -105,8 +131,61 @@ fn admit(gate: &Gate, request: Request<Body>) -> Result<Request<Body>, Response>
     // A body with a length was measured against the limit already (and
     // hyper holds it to that length); one without is counted as it comes.
     if more_body && !request.headers().contains_key(header::CONTENT_LENGTH) {
-        let limit = gate.rules().body_limit;
-        request = request.map(|body| Body::new(http_body_util::Limited::new(body, limit)));
+        let over = Arc::new(AtomicBool::new(false));
+        let capped = Capped {
+            left: gate.rules().body_limit,
+            over: over.clone(),
+        };
+        let request = request.map(|inner| Body::new(capped.around(inner)));
+        return Ok((request, Some(over)));
     }
-    Ok(request)
+    Ok((request, None))
+}
+
+/// A body counted as it arrives ([`http_body_util::Limited`]): past `left`
+/// bytes it ends with `LengthLimitError` (which axum's extractors answer
+/// with 413) and raises `over`.
+struct Capped {
+    left: usize,
+    over: Arc<AtomicBool>,
+}
+
+impl Capped {
+    fn around(self, inner: Body) -> CappedBody {
+        CappedBody {
+            inner: http_body_util::Limited::new(inner, self.left),
+            over: self.over,
+        }
+    }
+}
+
+struct CappedBody {
+    inner: http_body_util::Limited<Body>,
+    over: Arc<AtomicBool>,
+}
+
+impl http_body::Body for CappedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = ready!(Pin::new(&mut self.inner).poll_frame(cx));
+        if let Some(Err(e)) = &polled
+            && e.is::<http_body_util::LengthLimitError>()
+        {
+            self.over.store(true, Ordering::Release);
+        }
+        Poll::Ready(polled)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }

@@ -115,9 +115,7 @@ impl Refusal {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Refusal::Host(_) | Refusal::Origin(_) => StatusCode::FORBIDDEN,
-            Refusal::MissingCredential(_) | Refusal::WrongCredential(_) => {
-                StatusCode::UNAUTHORIZED
-            }
+            Refusal::MissingCredential(_) | Refusal::WrongCredential(_) => StatusCode::UNAUTHORIZED,
             Refusal::ContentType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Refusal::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         }
@@ -214,7 +212,8 @@ impl Gate {
         }
         let digest = self.check_credential(uri, headers)?;
         let length = content_length(headers);
-        if *method == Method::POST && (length.is_some_and(|n| n > 0) || (length.is_none() && more_body))
+        if *method == Method::POST
+            && (length.is_some_and(|n| n > 0) || (length.is_none() && more_body))
         {
             self.check_type(headers)?;
         }
@@ -400,7 +399,10 @@ mod tests {
             Err(Refusal::Host("evil.example".to_owned()))
         );
         let ours = Uri::from_static("http://127.0.0.1:8000/x");
-        assert!(g.check(&Method::GET, &ours, &HeaderMap::new(), false).is_ok());
+        assert!(
+            g.check(&Method::GET, &ours, &HeaderMap::new(), false)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -447,7 +449,12 @@ mod tests {
             check(&g, &Method::POST, &[("host", "127.0.0.1:8000")]).is_ok(),
             "no body, nothing to parse"
         );
-        let streamed = g.check(&Method::POST, &Uri::from_static("/x"), &HeaderMap::new(), true);
+        let streamed = g.check(
+            &Method::POST,
+            &Uri::from_static("/x"),
+            &HeaderMap::new(),
+            true,
+        );
         assert!(
             matches!(streamed, Err(Refusal::ContentType { .. })),
             "a body without a length (HTTP/2, chunked) is checked too"
@@ -463,17 +470,31 @@ mod tests {
                 ..RULES
             },
         );
-        let post = |ct: &str| check(&g, &Method::POST, &[("content-length", "5"), ("content-type", ct)]);
+        let post = |ct: &str| {
+            check(
+                &g,
+                &Method::POST,
+                &[("content-length", "5"), ("content-type", ct)],
+            )
+        };
         assert!(post("application/grpc").is_ok());
         assert!(post("application/grpc+proto").is_ok());
-        assert!(matches!(post("application/json"), Err(Refusal::ContentType { .. })));
+        assert!(matches!(
+            post("application/json"),
+            Err(Refusal::ContentType { .. })
+        ));
     }
 
     #[test]
     fn the_token_is_required_but_on_public_routes() {
         let g = gate_with(Some("s3cret"), RULES);
         let at = |path: &'static str, pairs: &[(&'static str, &str)]| {
-            g.check(&Method::GET, &Uri::from_static(path), &headers(pairs), false)
+            g.check(
+                &Method::GET,
+                &Uri::from_static(path),
+                &headers(pairs),
+                false,
+            )
         };
         assert_eq!(
             at("/x", &[]),
@@ -487,7 +508,10 @@ mod tests {
         assert_eq!(digest, Some(auth::digest(b"s3cret")));
         assert_eq!(at("/health", &[]), Ok(None));
         assert!(
-            matches!(at("/health", &[("host", "evil.example")]), Err(Refusal::Host(_))),
+            matches!(
+                at("/health", &[("host", "evil.example")]),
+                Err(Refusal::Host(_))
+            ),
             "a public route still checks the host"
         );
     }
@@ -509,7 +533,13 @@ mod tests {
             )
         };
         assert!(post("10").is_ok());
-        assert_eq!(post("11"), Err(Refusal::TooLarge { length: 11, limit: 10 }));
+        assert_eq!(
+            post("11"),
+            Err(Refusal::TooLarge {
+                length: 11,
+                limit: 10
+            })
+        );
     }
 
     #[test]
@@ -520,7 +550,11 @@ mod tests {
         let keyed = json_reply(&Refusal::WrongCredential(Credential::Header("x-api-key")));
         assert!(!keyed.headers().contains_key(header::WWW_AUTHENTICATE));
         assert_eq!(
-            json_reply(&Refusal::TooLarge { length: 2, limit: 1 }).status(),
+            json_reply(&Refusal::TooLarge {
+                length: 2,
+                limit: 1
+            })
+            .status(),
             StatusCode::PAYLOAD_TOO_LARGE
         );
     }

@@ -255,7 +255,10 @@ const HEADER_TIMEOUT_MS: u64 = 500;
 fn serve_every_door(
     env: &TestEnv,
     extra_env: &[(&str, String)],
-) -> (ServerProcess, std::collections::BTreeMap<String, SocketAddr>) {
+) -> (
+    ServerProcess,
+    std::collections::BTreeMap<String, SocketAddr>,
+) {
     let log = env.root.path().join("serve.log");
     let listens: Vec<String> = DOORS
         .iter()
@@ -288,7 +291,7 @@ fn every_door_refuses_in_its_own_shape_before_its_code_runs() {
         let (key_name, right) = (door.credential)(TOKEN);
         let (_, wrong) = (door.credential)("not-the-token");
         let over = (door.body_limit + 1).to_string();
-        let cases: Vec<(&str, Vec<(&str, &str)>, u16)> = vec![
+        let cases: Vec<Attack<'_>> = vec![
             (
                 "no token",
                 vec![("Content-Type", door.content_type)],
@@ -468,12 +471,7 @@ fn hold(addr: SocketAddr) -> TcpStream {
 fn past_max_connections_a_new_connection_waits_until_one_closes() {
     let env = TestEnv::new();
     let log = env.root.path().join("serve.log");
-    let mut command = serve_listening(
-        &env,
-        &log,
-        &["python-runtime=127.0.0.1:0".to_owned()],
-        "",
-    );
+    let mut command = serve_listening(&env, &log, &["python-runtime=127.0.0.1:0".to_owned()], "");
     command.args(["--max-connections", "2"]);
     let child = command.spawn().unwrap();
     let _known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
@@ -483,7 +481,9 @@ fn past_max_connections_a_new_connection_waits_until_one_closes() {
     let _second = hold(addr);
     let mut third = TcpStream::connect(addr).unwrap();
     third
-        .write_all(format!("GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+        .write_all(
+            format!("GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
         .unwrap();
     third
         .set_read_timeout(Some(Duration::from_millis(1000)))
@@ -508,12 +508,7 @@ fn past_max_connections_a_new_connection_waits_until_one_closes() {
 fn an_idle_connection_closes_but_a_long_request_is_not_idle() {
     let env = TestEnv::new();
     let log = env.root.path().join("serve.log");
-    let mut command = serve_listening(
-        &env,
-        &log,
-        &["python-runtime=127.0.0.1:0".to_owned()],
-        "",
-    );
+    let mut command = serve_listening(&env, &log, &["python-runtime=127.0.0.1:0".to_owned()], "");
     let config = env.write("registry.toml", "allow_raw_commands = true\n");
     command.arg("--config").arg(&config);
     command.env("AGENT_REACH_GATE_IDLE_TIMEOUT_MS", "400");
@@ -557,4 +552,44 @@ fn an_idle_connection_closes_but_a_long_request_is_not_idle() {
         started.elapsed() < Duration::from_secs(10),
         "the idle connection was not closed after the answer"
     );
+}
+
+#[test]
+fn a_chunked_body_growing_over_the_limit_is_cut_with_413() {
+    let env = TestEnv::new();
+    let (_server, addrs) = serve_every_door(&env, &[]);
+    for door in DOORS.iter().filter(|d| d.protocol == "mcp") {
+        let addr = addrs[door.protocol];
+        let (key_name, right) = (door.credential)(TOKEN);
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(LIMIT)).unwrap();
+        let head = format!(
+            "POST {} HTTP/1.1\r\nHost: {addr}\r\n{key_name}: {right}\r\nContent-Type: {}\r\nAccept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+            door.path, door.content_type
+        );
+        let mut writer = stream.try_clone().unwrap();
+        let limit = door.body_limit;
+        let sending = std::thread::spawn(move || {
+            writer.write_all(head.as_bytes())?;
+            let chunk = vec![b' '; MIB];
+            let mut sent = 0;
+            while sent <= limit {
+                let n = chunk.len().min(limit + 1 - sent);
+                writer.write_all(format!("{n:x}\r\n").as_bytes())?;
+                writer.write_all(&chunk[..n])?;
+                writer.write_all(b"\r\n")?;
+                sent += n;
+            }
+            writer.write_all(b"0\r\n\r\n")
+        });
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let _ = sending.join();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 413") && answer.contains(door.shape),
+            "{}: a chunked body one byte over {limit}: {answer:?}",
+            door.protocol
+        );
+    }
 }

@@ -37,10 +37,10 @@ use tokio::net::TcpListener;
 use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::gate::DoorRules;
 use crate::plan::{Dispatcher, Door, FileOp, Rejection};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
-use crate::gate::DoorRules;
 use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 use crate::workspace::fs::Node;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
