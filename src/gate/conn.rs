@@ -419,3 +419,61 @@ impl AsyncWrite for Watched {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits::new(2, Duration::from_secs(10), Duration::from_secs(60))
+    }
+
+    #[test]
+    fn a_connection_waits_for_its_first_head_then_idles_between_requests() {
+        let activity = Arc::new(Activity::new());
+        let limits = limits();
+        assert_eq!(
+            activity.deadline(&limits),
+            Some(activity.epoch + Duration::from_secs(10)),
+            "the first request's head is due within the header timeout"
+        );
+        let request = InFlight::start(activity.clone());
+        assert_eq!(
+            activity.deadline(&limits),
+            None,
+            "a request in flight is not idle"
+        );
+        activity.on_read(b"more of the body");
+        assert_eq!(activity.deadline(&limits), None);
+        drop(request);
+        let idle = activity.deadline(&limits).unwrap();
+        assert!(idle >= activity.epoch + Duration::from_secs(60), "{idle:?}");
+        activity.on_read(b"GET / HT");
+        let head = activity.deadline(&limits).unwrap();
+        assert!(
+            head < idle && head >= activity.epoch + Duration::from_secs(10),
+            "the next head is due within the header timeout of its first byte"
+        );
+    }
+
+    #[test]
+    fn bytes_of_an_idle_http2_connection_are_not_a_request_head() {
+        let activity = Arc::new(Activity::new());
+        activity.on_read(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        drop(InFlight::start(activity.clone()));
+        let idle = activity.deadline(&limits());
+        activity.on_read(b"a ping frame");
+        assert_eq!(activity.deadline(&limits()), idle);
+    }
+
+    #[test]
+    fn the_test_only_variables_set_the_timeouts() {
+        let limits = Limits::from_env(3, |name| {
+            (name == HEADER_TIMEOUT_VAR).then(|| "250".to_owned())
+        });
+        assert_eq!(limits.header_timeout, Duration::from_millis(250));
+        assert_eq!(limits.idle_timeout, IDLE_TIMEOUT);
+        assert_eq!(limits.connections.available_permits(), 3);
+        assert_eq!(Limits::default().header_timeout, HEADER_TIMEOUT);
+    }
+}

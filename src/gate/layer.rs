@@ -189,3 +189,112 @@ impl http_body::Body for CappedBody {
         self.inner.size_hint()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::Extension;
+    use axum::routing::post;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::gate::DoorRules;
+    use crate::gate::auth::{Auth, Token};
+
+    fn gated(token: Option<&str>, rules: DoorRules) -> Admit<axum::Router> {
+        let app = axum::Router::new().route(
+            "/who",
+            post(
+                |Extension(caller): Extension<Caller>, body: axum::body::Bytes| async move {
+                    format!("{caller} read {}", body.len())
+                },
+            ),
+        );
+        let gate = Gate::new(
+            "127.0.0.1:8000".parse().unwrap(),
+            &[],
+            Auth::new(token.and_then(Token::new)),
+            rules,
+        );
+        GateLayer::new(gate).layer(app)
+    }
+
+    fn request(token: Option<&str>, body: Body) -> Request<Body> {
+        let mut builder = Request::post("/who")
+            .header("host", "127.0.0.1:8000")
+            .header("content-type", "application/json");
+        if let Some(token) = token {
+            builder = builder.header("authorization", format!("Bearer {token}"));
+        }
+        let mut request = builder.body(body).unwrap();
+        request
+            .extensions_mut()
+            .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 7], 4000))));
+        request
+    }
+
+    async fn text(response: Response) -> (u16, String) {
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn an_admitted_request_carries_its_caller_and_never_the_token() {
+        let service = gated(Some("s3cret"), DoorRules::new("test"));
+        let response = service
+            .oneshot(request(Some("s3cret"), Body::from("{}")))
+            .await
+            .unwrap();
+        let (status, text) = text(response).await;
+        assert_eq!(status, 200, "{text}");
+        let digest = crate::gate::auth::digest(b"s3cret");
+        assert_eq!(text, format!("test:127.0.0.7/{digest:016x} read 2"));
+        assert!(!text.contains("s3cret"));
+    }
+
+    #[tokio::test]
+    async fn a_request_without_the_token_never_reaches_the_door() {
+        let service = gated(Some("s3cret"), DoorRules::new("test"));
+        let response = service
+            .oneshot(request(None, Body::from("{}")))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401);
+    }
+
+    #[tokio::test]
+    async fn a_streamed_body_over_the_limit_gets_the_doors_413() {
+        let rules = DoorRules {
+            body_limit: 4,
+            ..DoorRules::new("test")
+        };
+        let chunks = futures_chunks(&["ab", "cd", "e"]);
+        let response = gated(None, rules)
+            .oneshot(request(None, chunks))
+            .await
+            .unwrap();
+        let (status, text) = text(response).await;
+        assert_eq!(status, 413, "{text}");
+        assert!(text.contains("payload_too_large"), "{text}");
+        let fits = gated(None, rules)
+            .oneshot(request(None, futures_chunks(&["ab", "cd"])))
+            .await
+            .unwrap();
+        assert_eq!(text_status(fits).await, 200);
+    }
+
+    async fn text_status(response: Response) -> u16 {
+        text(response).await.0
+    }
+
+    /// A body of `chunks` with no length, as a chunked or HTTP/2 one.
+    fn futures_chunks(chunks: &[&'static str]) -> Body {
+        let frames: Vec<Result<axum::body::Bytes, Infallible>> = chunks
+            .iter()
+            .map(|c| Ok(axum::body::Bytes::from_static(c.as_bytes())))
+            .collect();
+        Body::from_stream(tokio_stream::iter(frames))
+    }
+}
