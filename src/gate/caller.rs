@@ -25,10 +25,6 @@ pub(crate) struct Caller {
 impl Caller {
     /// A caller of `door` connecting from `peer`, having presented a
     /// credential whose digest is `credential` (none without a token).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "the gate's admission makes remote callers next")
-    )]
     pub(crate) fn remote(door: &'static str, peer: IpAddr, credential: Option<u64>) -> Self {
         let key = match credential {
             Some(digest) => format!("{peer}/{digest:016x}"),
@@ -86,6 +82,7 @@ mod tests {
         assert_ne!(a.within("s1"), a.within("s2"));
         assert_eq!(a.within("s1"), a.within("s1"));
         assert_eq!(a.to_string(), "swerex:127.0.0.1/0000000000000001");
+        assert_eq!(a.door(), "swerex");
         assert_eq!(Caller::local("stdio").to_string(), "stdio");
     }
 }

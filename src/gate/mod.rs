@@ -1,30 +1,46 @@
-//! The gate: what every request to an HTTP door passes before the door's
-//! own code runs, applied once per listener as one layer ([`admit`]).
+//! The gate: what every request to a network door passes before the door's
+//! own code runs, one tower layer ([`layer::GateLayer`]) in front of every
+//! HTTP and gRPC listener, served by one accept loop ([`conn`]) that bounds
+//! the connections themselves.
 //!
-//! - `Host` must name a loopback address, an address the listener is bound
-//!   to, or an `--allowed-host`; else 403 (DNS rebinding).
+//! - `Host` (or HTTP/2's `:authority`) must name a loopback address, an
+//!   address the listener is bound to, or an `--allowed-host`; else 403
+//!   (DNS rebinding).
 //! - A browser's `Origin` must name one of the same hosts; else 403
 //!   (cross-site requests, "simple requests" included).
+//! - The token, where the door's clients put it ([`auth::Credential`]);
+//!   else 401 (the door's shape), but on the door's public health routes.
 //! - A request that carries a body must say it is one of the types the
 //!   door parses; `text/plain`, `application/x-www-form-urlencoded` or no
 //!   type at all is 415, so no cross-site form or `fetch` without a
 //!   preflight reaches a parser.
+//! - A body over the door's limit is 413 before the door runs (its
+//!   `Content-Length`), or cut where it grows over it (a chunked body).
 //!
+//! Admitted, the request carries its [`Caller`], made here and only here.
 //! A door declares only what differs ([`DoorRules`]); it cannot skip the
-//! gate, since the listener wraps its router (see `serve::listen`).
+//! gate, since the listener serves its router only through it.
 
+pub(crate) mod auth;
 pub(crate) mod caller;
+pub(crate) mod conn;
 pub(crate) mod hosts;
+pub(crate) mod layer;
 
 pub(crate) use caller::Caller;
+pub(crate) use conn::Limits;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+
+use auth::{Auth, Credential};
+
+/// The largest request body any listener reads (an upload included),
+/// unless its door declares less.
+pub(crate) const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
 
 /// The body types every HTTP door may parse; a door's client that sends
 /// another one declares it in [`DoorRules::extra_types`].
@@ -34,17 +50,46 @@ pub(crate) const BODY_TYPES: &[&str] = &[
     "application/octet-stream",
 ];
 
-/// What one door adds to the gate's rules.
-#[derive(Debug, Clone, Default)]
+/// What one door adds to the gate's rules; [`DoorRules::new`] gives the
+/// defaults, a door changes what differs.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct DoorRules {
-    /// Media types beyond [`BODY_TYPES`] its published client sends.
-    pub(crate) extra_types: &'static [&'static str],
+    /// The door's protocol name, as its callers are counted (`swerex`, ...).
+    pub(crate) door: &'static str,
+    /// Where its clients put the token.
+    pub(crate) credential: Credential,
+    /// Paths that need no token (health checks); every other check holds.
+    pub(crate) public: &'static [&'static str],
+    /// The media types of the bodies it parses (`type/*` or `prefix*`
+    /// match a family).
+    pub(crate) body_types: &'static [&'static str],
+    /// The largest body it reads.
+    pub(crate) body_limit: usize,
+    /// Its answer to a refused request, in its protocol's error shape.
+    pub(crate) reply: fn(&Refusal) -> Response,
 }
 
-/// The admission of one listener: the hosts it answers to and its door's rules.
+impl DoorRules {
+    /// The defaults: a bearer token on every route, the common body types,
+    /// [`MAX_BODY_BYTES`], JSON refusals ([`json_reply`]).
+    pub(crate) const fn new(door: &'static str) -> Self {
+        Self {
+            door,
+            credential: Credential::Bearer,
+            public: &[],
+            body_types: BODY_TYPES,
+            body_limit: MAX_BODY_BYTES,
+            reply: json_reply,
+        }
+    }
+}
+
+/// The admission of one listener: the hosts it answers to, the token and
+/// its door's rules.
 #[derive(Debug, Clone)]
 pub(crate) struct Gate {
     hosts: Arc<Vec<String>>,
+    auth: Auth,
     rules: DoorRules,
 }
 
@@ -55,41 +100,73 @@ pub(crate) enum Refusal {
     Host(String),
     #[error("Origin {0:?} is not allowed: cross-site requests are refused")]
     Origin(String),
+    #[error("this server needs {}", .0.describe())]
+    MissingCredential(Credential),
+    #[error("this server needs {}; the one given is wrong", .0.describe())]
+    WrongCredential(Credential),
     #[error("a request body must be one of {expected}; got {got:?}")]
     ContentType { expected: String, got: String },
+    #[error("the request body ({length} bytes) is over this door's limit of {limit} bytes")]
+    TooLarge { length: u64, limit: usize },
 }
 
 impl Refusal {
-    fn status(&self) -> StatusCode {
+    /// The HTTP status of the refusal.
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Refusal::Host(_) | Refusal::Origin(_) => StatusCode::FORBIDDEN,
+            Refusal::MissingCredential(_) | Refusal::WrongCredential(_) => StatusCode::UNAUTHORIZED,
             Refusal::ContentType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Refusal::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         }
+    }
+
+    /// A short name of the refusal, for error fields.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Host(_) => "forbidden_host",
+            Refusal::Origin(_) => "forbidden_origin",
+            Refusal::MissingCredential(_) | Refusal::WrongCredential(_) => "unauthorized",
+            Refusal::ContentType { .. } => "unsupported_media_type",
+            Refusal::TooLarge { .. } => "payload_too_large",
+        }
+    }
+
+    /// `WWW-Authenticate: Bearer` on a 401 of a bearer door.
+    pub(crate) fn challenge(&self) -> Option<(header::HeaderName, &'static str)> {
+        matches!(
+            self,
+            Refusal::MissingCredential(Credential::Bearer)
+                | Refusal::WrongCredential(Credential::Bearer)
+        )
+        .then_some((header::WWW_AUTHENTICATE, "Bearer"))
     }
 }
 
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        let kind = match self {
-            Refusal::Host(_) => "forbidden_host",
-            Refusal::Origin(_) => "forbidden_origin",
-            Refusal::ContentType { .. } => "unsupported_media_type",
-        };
-        (
-            self.status(),
-            axum::Json(serde_json::json!({
-                "error": kind,
-                "message": self.to_string(),
-                "detail": self.to_string(),
-            })),
-        )
-            .into_response()
+/// The default refusal: its status and `{"error", "message", "detail"}`.
+pub(crate) fn json_reply(refusal: &Refusal) -> Response {
+    let body = axum::Json(serde_json::json!({
+        "error": refusal.kind(),
+        "message": refusal.to_string(),
+        "detail": refusal.to_string(),
+    }));
+    let mut response = (refusal.status(), body).into_response();
+    if let Some((name, value)) = refusal.challenge() {
+        response
+            .headers_mut()
+            .insert(name, header::HeaderValue::from_static(value));
     }
+    response
 }
 
 impl Gate {
     /// The gate of a listener bound to `local`, with the operator's extra hosts.
-    pub(crate) fn new(local: SocketAddr, extra_hosts: &[String], rules: DoorRules) -> Self {
+    pub(crate) fn new(
+        local: SocketAddr,
+        extra_hosts: &[String],
+        auth: Auth,
+        rules: DoorRules,
+    ) -> Self {
         let interfaces = if local.ip().is_unspecified() {
             hosts::interface_addresses()
         } else {
@@ -97,17 +174,34 @@ impl Gate {
         };
         Self {
             hosts: Arc::new(hosts::allowed_hosts(local, &interfaces, extra_hosts)),
+            auth,
             rules,
         }
     }
 
-    /// Whether `headers` of a `method` request may pass.
-    pub(crate) fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
-        if let Some(host) = headers.get(header::HOST) {
-            let host = String::from_utf8_lossy(host.as_bytes()).into_owned();
-            if !self.names_us(&host) {
-                return Err(Refusal::Host(host));
-            }
+    /// The door's rules.
+    pub(crate) fn rules(&self) -> &DoorRules {
+        &self.rules
+    }
+
+    /// Whether a `method` request for `uri` with `headers` may pass, its
+    /// body (`more_body`: one may follow its headers) unread; the digest of
+    /// the credential it presented when a token is required.
+    pub(crate) fn check(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        more_body: bool,
+    ) -> Result<Option<u64>, Refusal> {
+        let host = headers
+            .get(header::HOST)
+            .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
+            .or_else(|| uri.authority().map(|a| a.as_str().to_owned()));
+        if let Some(host) = host
+            && !self.names_us(&host)
+        {
+            return Err(Refusal::Host(host));
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = String::from_utf8_lossy(origin.as_bytes()).into_owned();
@@ -116,31 +210,64 @@ impl Gate {
                 return Err(Refusal::Origin(origin));
             }
         }
-        if carries_body(method, headers) {
-            let got = headers
-                .get(header::CONTENT_TYPE)
-                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                .unwrap_or_default();
-            let essence = got
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            let accepted = BODY_TYPES.iter().chain(self.rules.extra_types).any(|t| {
-                *t == essence || (t.ends_with("/*") && essence.starts_with(&t[..t.len() - 1]))
-            });
-            if !accepted {
-                let expected = BODY_TYPES
-                    .iter()
-                    .chain(self.rules.extra_types)
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(Refusal::ContentType { expected, got });
-            }
+        let digest = self.check_credential(uri, headers)?;
+        let length = content_length(headers);
+        if *method == Method::POST
+            && (length.is_some_and(|n| n > 0) || (length.is_none() && more_body))
+        {
+            self.check_type(headers)?;
         }
-        Ok(())
+        if let Some(length) = length
+            && length > self.rules.body_limit as u64
+        {
+            return Err(Refusal::TooLarge {
+                length,
+                limit: self.rules.body_limit,
+            });
+        }
+        Ok(digest)
+    }
+
+    /// The token check: none on a public route or without a token.
+    fn check_credential(&self, uri: &Uri, headers: &HeaderMap) -> Result<Option<u64>, Refusal> {
+        if !self.auth.is_required() || self.rules.public.contains(&uri.path()) {
+            return Ok(None);
+        }
+        let credential = self.rules.credential;
+        match credential.presented(headers) {
+            None => Err(Refusal::MissingCredential(credential)),
+            Some(presented) if self.auth.accepts(Some(presented)) => {
+                Ok(Some(auth::digest(presented)))
+            }
+            Some(_) => Err(Refusal::WrongCredential(credential)),
+        }
+    }
+
+    /// Whether the body is of a type the door parses.
+    fn check_type(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let got = headers
+            .get(header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .unwrap_or_default();
+        let essence = got
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let accepted = self.rules.body_types.iter().any(|t| {
+            *t == essence
+                || (t.ends_with("/*") && essence.starts_with(&t[..t.len() - 1]))
+                || t.strip_suffix('*')
+                    .is_some_and(|prefix| !prefix.ends_with('/') && essence.starts_with(prefix))
+        });
+        if accepted {
+            return Ok(());
+        }
+        Err(Refusal::ContentType {
+            expected: self.rules.body_types.join(", "),
+            got,
+        })
     }
 
     /// Whether `authority` (`host` or `host:port`) names this listener.
@@ -158,6 +285,22 @@ impl Gate {
         }) || host.eq_ignore_ascii_case("localhost")
             || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
     }
+}
+
+/// Serves `app` on `listener` behind `gate` (one [`layer::GateLayer`] in
+/// front of every route), within `limits`, until `shutdown`; returns once
+/// every connection has ended.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    gate: Gate,
+    app: axum::Router,
+    limits: Limits,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let service = tower::ServiceBuilder::new()
+        .layer(layer::GateLayer::new(gate))
+        .service(app);
+    conn::serve(listener, service, limits, shutdown).await;
 }
 
 /// The host part of `host`, `host:port`, `[v6]` or `[v6]:port`.
@@ -183,50 +326,35 @@ fn origin_authority(origin: &str) -> Option<&str> {
     Some(rest.trim_end_matches('/'))
 }
 
-/// Whether the request is a `POST` with a body to parse (a length above
-/// zero or a chunked body): the one method a browser sends cross-site
-/// without a preflight. Other methods need a preflight this server never
-/// grants, and the `Origin` check stops them besides.
-fn carries_body(method: &Method, headers: &HeaderMap) -> bool {
-    if *method != Method::POST {
-        return false;
-    }
-    let chunked = headers.contains_key(header::TRANSFER_ENCODING);
-    let length = headers
+/// The request's `Content-Length`, if it gives one.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    chunked || length > 0
-}
-
-/// The gate as axum middleware: every request of the listener passes it
-/// before routing.
-pub(crate) async fn admit(State(gate): State<Gate>, request: Request, next: Next) -> Response {
-    match gate.check(request.method(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => {
-            tracing::warn!(reason = %refusal, path = %request.uri().path(), "request refused at the gate");
-            refusal.into_response()
-        }
-    }
-}
-
-/// `router` with the gate in front of every route.
-pub(crate) fn guard(router: axum::Router, gate: Gate) -> axum::Router {
-    router.layer(axum::middleware::from_fn_with_state(gate, admit))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::auth::Token;
     use super::*;
 
-    fn gate() -> Gate {
+    const RULES: DoorRules = DoorRules {
+        public: &["/health"],
+        ..DoorRules::new("test")
+    };
+
+    fn gate_with(token: Option<&str>, rules: DoorRules) -> Gate {
         Gate::new(
             "127.0.0.1:8000".parse().unwrap(),
             &["box.example".to_owned()],
-            DoorRules::default(),
+            Auth::new(token.and_then(Token::new)),
+            rules,
         )
+    }
+
+    fn gate() -> Gate {
+        gate_with(None, RULES)
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -235,6 +363,11 @@ mod tests {
             map.insert(*name, value.parse().unwrap());
         }
         map
+    }
+
+    fn check(g: &Gate, method: &Method, pairs: &[(&'static str, &str)]) -> Result<(), Refusal> {
+        g.check(method, &Uri::from_static("/x"), &headers(pairs), false)
+            .map(|_| ())
     }
 
     #[test]
@@ -247,31 +380,43 @@ mod tests {
             "box.example",
             "127.0.0.1",
         ] {
-            assert!(
-                g.check(&Method::GET, &headers(&[("host", host)])).is_ok(),
-                "{host}"
-            );
+            assert!(check(&g, &Method::GET, &[("host", host)]).is_ok(), "{host}");
         }
         for host in ["evil.example", "evil.example:8000", "10.0.0.1:8000"] {
             assert_eq!(
-                g.check(&Method::GET, &headers(&[("host", host)])),
+                check(&g, &Method::GET, &[("host", host)]),
                 Err(Refusal::Host(host.to_owned())),
             );
         }
     }
 
     #[test]
+    fn an_http2_authority_is_checked_as_a_host() {
+        let g = gate();
+        let foreign = Uri::from_static("http://evil.example/process.v1.ProcessService/Start");
+        assert_eq!(
+            g.check(&Method::POST, &foreign, &HeaderMap::new(), false),
+            Err(Refusal::Host("evil.example".to_owned()))
+        );
+        let ours = Uri::from_static("http://127.0.0.1:8000/x");
+        assert!(
+            g.check(&Method::GET, &ours, &HeaderMap::new(), false)
+                .is_ok()
+        );
+    }
+
+    #[test]
     fn a_foreign_origin_is_refused_and_ours_passes() {
         let g = gate();
-        let ok = headers(&[
+        let ok = [
             ("host", "127.0.0.1:8000"),
             ("origin", "http://localhost:8000"),
-        ]);
-        assert!(g.check(&Method::GET, &ok).is_ok());
+        ];
+        assert!(check(&g, &Method::GET, &ok).is_ok());
         for origin in ["http://evil.example", "null", "file://x"] {
-            let bad = headers(&[("host", "127.0.0.1:8000"), ("origin", origin)]);
+            let bad = [("host", "127.0.0.1:8000"), ("origin", origin)];
             assert!(
-                matches!(g.check(&Method::POST, &bad), Err(Refusal::Origin(_))),
+                matches!(check(&g, &Method::POST, &bad), Err(Refusal::Origin(_))),
                 "{origin}"
             );
         }
@@ -281,11 +426,11 @@ mod tests {
     fn a_body_must_be_of_a_type_the_door_parses() {
         let g = gate();
         let post = |ct: Option<&str>| {
-            let mut h = headers(&[("host", "127.0.0.1:8000"), ("content-length", "5")]);
+            let mut h = vec![("host", "127.0.0.1:8000"), ("content-length", "5")];
             if let Some(ct) = ct {
-                h.insert("content-type", ct.parse().unwrap());
+                h.push(("content-type", ct));
             }
-            g.check(&Method::POST, &h)
+            check(&g, &Method::POST, &h)
         };
         assert!(post(Some("application/json")).is_ok());
         assert!(post(Some("application/json; charset=utf-8")).is_ok());
@@ -300,10 +445,117 @@ mod tests {
                 "{bad:?}"
             );
         }
-        let empty = headers(&[("host", "127.0.0.1:8000")]);
         assert!(
-            g.check(&Method::POST, &empty).is_ok(),
+            check(&g, &Method::POST, &[("host", "127.0.0.1:8000")]).is_ok(),
             "no body, nothing to parse"
+        );
+        let streamed = g.check(
+            &Method::POST,
+            &Uri::from_static("/x"),
+            &HeaderMap::new(),
+            true,
+        );
+        assert!(
+            matches!(streamed, Err(Refusal::ContentType { .. })),
+            "a body without a length (HTTP/2, chunked) is checked too"
+        );
+    }
+
+    #[test]
+    fn a_family_of_types_matches_by_its_prefix() {
+        let g = gate_with(
+            None,
+            DoorRules {
+                body_types: &["application/grpc*"],
+                ..RULES
+            },
+        );
+        let post = |ct: &str| {
+            check(
+                &g,
+                &Method::POST,
+                &[("content-length", "5"), ("content-type", ct)],
+            )
+        };
+        assert!(post("application/grpc").is_ok());
+        assert!(post("application/grpc+proto").is_ok());
+        assert!(matches!(
+            post("application/json"),
+            Err(Refusal::ContentType { .. })
+        ));
+    }
+
+    #[test]
+    fn the_token_is_required_but_on_public_routes() {
+        let g = gate_with(Some("s3cret"), RULES);
+        let at = |path: &'static str, pairs: &[(&'static str, &str)]| {
+            g.check(
+                &Method::GET,
+                &Uri::from_static(path),
+                &headers(pairs),
+                false,
+            )
+        };
+        assert_eq!(
+            at("/x", &[]),
+            Err(Refusal::MissingCredential(Credential::Bearer))
+        );
+        assert_eq!(
+            at("/x", &[("authorization", "Bearer nope")]),
+            Err(Refusal::WrongCredential(Credential::Bearer))
+        );
+        let digest = at("/x", &[("authorization", "Bearer s3cret")]).unwrap();
+        assert_eq!(digest, Some(auth::digest(b"s3cret")));
+        assert_eq!(at("/health", &[]), Ok(None));
+        assert!(
+            matches!(
+                at("/health", &[("host", "evil.example")]),
+                Err(Refusal::Host(_))
+            ),
+            "a public route still checks the host"
+        );
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_refused_by_its_length() {
+        let g = gate_with(
+            None,
+            DoorRules {
+                body_limit: 10,
+                ..RULES
+            },
+        );
+        let post = |length: &str| {
+            check(
+                &g,
+                &Method::PUT,
+                &[("content-length", length), ("content-type", "text/plain")],
+            )
+        };
+        assert!(post("10").is_ok());
+        assert_eq!(
+            post("11"),
+            Err(Refusal::TooLarge {
+                length: 11,
+                limit: 10
+            })
+        );
+    }
+
+    #[test]
+    fn refusals_answer_with_their_status_and_a_bearer_challenge() {
+        let unauthorized = json_reply(&Refusal::MissingCredential(Credential::Bearer));
+        assert_eq!(unauthorized.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(unauthorized.headers()[header::WWW_AUTHENTICATE], "Bearer");
+        let keyed = json_reply(&Refusal::WrongCredential(Credential::Header("x-api-key")));
+        assert!(!keyed.headers().contains_key(header::WWW_AUTHENTICATE));
+        assert_eq!(
+            json_reply(&Refusal::TooLarge {
+                length: 2,
+                limit: 1
+            })
+            .status(),
+            StatusCode::PAYLOAD_TOO_LARGE
         );
     }
 }

@@ -13,6 +13,8 @@ use super::listen::{
 };
 use crate::broker::sessions::DEFAULT_MAX_SESSIONS;
 
+use crate::gate::conn::DEFAULT_MAX_CONNECTIONS;
+
 /// `serve` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -50,6 +52,10 @@ pub(crate) struct ServeArgs {
     /// every door.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS_PER_CLIENT, value_parser = clap::value_parser!(usize))]
     pub(crate) max_sessions_per_client: usize,
+    /// How many connections the listeners hold open at once, all together;
+    /// past it a new connection waits until one closes.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: u32,
     /// Write the JSON log lines to this file (appended) instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub(crate) log_file: Option<PathBuf>,

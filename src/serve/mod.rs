@@ -117,7 +117,11 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::FAILURE;
         }
     };
-    let code = runtime.block_on(serve(config, args, dispatcher, auth));
+    // The connection bounds; the timeouts change only for the test suite.
+    let limits = crate::gate::Limits::from_env(args.max_connections, |name| {
+        ctx.var(name).and_then(|v| v.to_str()).map(str::to_owned)
+    });
+    let code = runtime.block_on(serve(config, args, dispatcher, auth, limits));
     runtime.shutdown_timeout(RUNTIME_STOP);
     drop(session);
     drop(watchdog);
@@ -143,6 +147,7 @@ async fn serve(
     args: ServeArgs,
     dispatcher: Arc<Dispatcher>,
     auth: listen::Auth,
+    limits: crate::gate::Limits,
 ) -> i32 {
     let broker = crate::broker::Broker::new(
         dispatcher.clone(),
@@ -182,6 +187,7 @@ async fn serve(
             client_idle_timeout: Duration::from_secs(args.client_idle_timeout),
             max_sessions_per_client: args.max_sessions_per_client,
             max_clients: args.max_clients,
+            limits,
             shutdown: tokio_util::sync::CancellationToken::new(),
         };
         let shutdown = shared.shutdown.clone();

@@ -14,6 +14,7 @@ use clap::Parser;
 
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::gate::conn::DEFAULT_MAX_CONNECTIONS;
 use crate::serve::args::ServeArgs;
 use crate::serve::listen::ListenSpec;
 use crate::serve::listen::auth::TOKEN_VAR;
@@ -48,6 +49,10 @@ struct SwerexRemoteArgs {
     /// `/`: clients use absolute paths, as with the original).
     #[arg(long, value_name = "DIR", default_value = DEFAULT_ROOT)]
     root: std::path::PathBuf,
+    /// How many connections the server holds open at once; past it a new
+    /// connection waits until one closes (as `serve --max-connections`).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 /// `serve`'s flags, parsed from the argv it would be given.
@@ -102,12 +107,14 @@ pub(crate) fn main(mut ctx: ProcessContext) -> i32 {
         Some(token) => ctx.env.insert(TOKEN_VAR.into(), token.into()),
         None => ctx.env.remove(std::ffi::OsStr::new(TOKEN_VAR)),
     };
-    let serve_argv: [OsString; 5] = [
+    let serve_argv: [OsString; 7] = [
         "serve".into(),
         "--listen".into(),
         listen.into(),
         "--root".into(),
         args.root.into_os_string(),
+        "--max-connections".into(),
+        args.max_connections.to_string().into(),
     ];
     let serve = match ServeOnly::try_parse_from(serve_argv) {
         Ok(parsed) => parsed.serve,
@@ -130,6 +137,7 @@ mod tests {
         assert_eq!(args.port, 8000);
         assert_eq!(args.auth_token, None);
         assert_eq!(args.root, std::path::PathBuf::from("/"));
+        assert_eq!(args.max_connections, DEFAULT_MAX_CONNECTIONS);
         let args = SwerexRemoteArgs::try_parse_from([
             "swerex-remote",
             "--host",

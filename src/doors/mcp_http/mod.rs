@@ -3,9 +3,9 @@
 //! rmcp's [`StreamableHttpService`] speaks the transport at `/mcp` (sessions
 //! by `Mcp-Session-Id`, `DELETE` to end one, SSE for progress, keep-alive
 //! pings; a call answered at once goes back as JSON, [`json_answers`]);
-//! this module mounts it under axum behind the bearer token, gives
-//! it the `Host`/`Origin` lists of [`crate::gate::hosts`], and answers `GET /healthz`
-//! without a token. Every MCP session gets its own handler from the factory:
+//! this module mounts it under axum behind the gate ([`RULES`]: the bearer
+//! token, JSON-RPC error bodies), gives it the `Host`/`Origin` lists of
+//! [`crate::gate::hosts`], and answers `GET /healthz` without a token. Every MCP session gets its own handler from the factory:
 //! a clone of the one server (one table, registry, scheduler, metrics) with
 //! a client seat of its own, so it sees only the sessions it started and
 //! they die with it (`DELETE`, `--client-idle-timeout`, shutdown).
@@ -21,8 +21,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
-use crate::gate::hosts;
-use crate::serve::listen::{MAX_BODY_BYTES, Shared, auth};
+use crate::gate::{DoorRules, Refusal, hosts};
+use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 
 /// The path the MCP endpoint is served at.
 pub(crate) const MCP_PATH: &str = "/mcp";
@@ -35,21 +35,53 @@ const _: () = assert!(MCP_MAX_BODY_BYTES <= MAX_BODY_BYTES);
 /// do not take a long poll for a dead connection.
 pub(crate) const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// What the gate holds MCP to: the bearer token but on `/healthz`, JSON
+/// bodies of at most [`MCP_MAX_BODY_BYTES`], refusals as JSON-RPC errors.
+pub(crate) const RULES: DoorRules = DoorRules {
+    public: &[HEALTH_PATH],
+    body_types: &["application/json"],
+    body_limit: MCP_MAX_BODY_BYTES,
+    reply: json_rpc_refusal,
+    ..DoorRules::new("mcp")
+};
+
+/// The JSON-RPC error code of a request refused at the gate (the range
+/// JSON-RPC leaves to servers).
+const REFUSED_CODE: i64 = -32001;
+
 /// Serves MCP on `listener` until `shared.shutdown` is cancelled.
 pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let app = crate::serve::listen::gated(&listener, &shared, "mcp", router(local, &shared));
+    let app = router(local, &shared);
     tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
-    let shutdown = shared.shutdown.clone();
-    axum::serve(crate::serve::listen::accepting(listener), app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(|e| e.to_string())
+    crate::serve::listen::serve_door(listener, &shared, RULES, app).await
 }
 
-/// `/mcp` behind the token, `/healthz` in front of it.
+/// A refusal of the gate as a JSON-RPC error with its HTTP status (and
+/// `WWW-Authenticate: Bearer` on a 401).
+fn json_rpc_refusal(refusal: &Refusal) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = axum::Json(serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": REFUSED_CODE,
+            "message": refusal.to_string(),
+            "data": {"reason": refusal.kind()},
+        },
+    }));
+    let mut response = (refusal.status(), body).into_response();
+    if let Some((name, value)) = refusal.challenge() {
+        response
+            .headers_mut()
+            .insert(name, axum::http::HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// `/mcp` and `/healthz` (the gate lets the latter through without a token).
 fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
     let interfaces = if local.ip().is_unspecified() {
         hosts::interface_addresses()
@@ -90,10 +122,6 @@ fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
             json_answers::single_answer_as_json,
         ))
         .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
-        .layer(axum::middleware::from_fn_with_state(
-            shared.auth.clone(),
-            auth::require_bearer,
-        ))
         .route(HEALTH_PATH, get(healthz))
 }
 

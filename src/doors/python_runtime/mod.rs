@@ -28,7 +28,6 @@ use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Multipart, Path, State};
 use axum::http::{StatusCode, header};
-use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
@@ -39,11 +38,11 @@ use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
-use crate::gate::Caller;
+use crate::gate::{Caller, DoorRules};
 use crate::plan::{FileOp, Rejection};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
-use crate::serve::listen::{MAX_BODY_BYTES, Shared, auth::require_bearer};
+use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 use crate::workspace::fs::Node;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
 use crate::workspace::{EntryKind, Workspace, WorkspaceError};
@@ -68,7 +67,8 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         broker: shared.broker.clone(),
         shutdown: shared.shutdown.clone(),
     };
-    let guarded = Router::new()
+    let app = Router::new()
+        .route("/", get(health))
         .route("/execute", post(execute))
         .route("/upload", post(upload))
         .route("/download/", get(download))
@@ -77,22 +77,18 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         .route("/list/{*path}", get(list))
         .route("/exists/", get(exists))
         .route("/exists/{*path}", get(exists))
-        .route_layer(middleware::from_fn_with_state(
-            shared.auth.clone(),
-            require_bearer,
-        ));
-    let app = Router::new()
-        .route("/", get(health))
-        .merge(guarded)
         .fallback(|| async { message(StatusCode::NOT_FOUND, "Not Found".to_owned()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state);
-    let app = crate::serve::listen::gated(&listener, &shared, "python-runtime", app);
-    axum::serve(crate::serve::listen::accepting(listener), app)
-        .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
-        .await
-        .map_err(|e| e.to_string())
+    crate::serve::listen::serve_door(listener, &shared, RULES, app).await
 }
+
+/// What the gate holds the runtime API to: the bearer token but on its
+/// health check (`GET /`).
+pub(crate) const RULES: DoorRules = DoorRules {
+    public: &["/"],
+    ..DoorRules::new("python-runtime")
+};
 
 /// An answer `{"message": ...}` with `status`.
 fn message(status: StatusCode, text: String) -> Response {

@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
 use crate::exec::{Attach, ExecError, Execution};
-use crate::gate::Caller;
-use crate::serve::listen::{Auth, Shared};
+use crate::gate::{Caller, DoorRules, Refusal};
+use crate::serve::listen::Shared;
 use plan::{ProcessRequest, broker_status};
 use proto::process_v1::process_service_server::{ProcessService, ProcessServiceServer};
 use proto::process_v1::{
@@ -41,7 +41,6 @@ use proto::process_v1::{
 #[derive(Clone)]
 pub(crate) struct Service {
     broker: Broker,
-    auth: Auth,
     shutdown: CancellationToken,
 }
 
@@ -59,24 +58,51 @@ fn caller_of<T>(request: &Request<T>) -> Result<Caller, Status> {
 pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Result<(), String> {
     let service = Service {
         broker: shared.broker.clone(),
-        auth: shared.auth.clone(),
         shutdown: shared.shutdown.clone(),
     };
-    // The token is checked in front of every method, with `Start`
-    // ([`start_route`]).
+    // `Start` is answered in front of tonic ([`start_route`]); the gate
+    // stands in front of both, as of every door (tonic's routes are an
+    // axum router).
     let front = start_route::Front {
         tonic: ProcessServiceServer::new(service.clone()),
         service,
     };
-    let incoming = crate::serve::listen::incoming(listener);
-    let shutdown = shared.shutdown.clone();
-    let served = tonic::transport::Server::builder()
-        .add_service(front)
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-        .await;
+    let app = tonic::service::Routes::new(front)
+        .prepare()
+        .into_axum_router();
+    let served = crate::serve::listen::serve_door(listener, &shared, RULES, app).await;
     // Streams end on the shutdown themselves; whatever a task had not
     // seen yet ends with the broker's table when the server stops.
-    served.map_err(|e| e.to_string())
+    served
+}
+
+/// The largest request the gate lets through: one message of tonic's
+/// default decoding limit (`Start`'s too) with its 5-byte prefix.
+pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024 + 5;
+
+/// What the gate holds gRPC to: the bearer token in the metadata, gRPC
+/// bodies, refusals as gRPC statuses ([`refusal`]).
+pub(crate) const RULES: DoorRules = DoorRules {
+    body_types: &["application/grpc*"],
+    body_limit: MAX_REQUEST_BODY_BYTES,
+    reply: refusal,
+    ..DoorRules::new("sandboxd-grpc")
+};
+
+/// A refusal of the gate as a gRPC client reads it: a trailers-only
+/// answer with `UNAUTHENTICATED` (16), `PERMISSION_DENIED` (7) or
+/// `RESOURCE_EXHAUSTED` (8); a body that is not gRPC gets HTTP 415, as
+/// the gRPC spec has it.
+fn refusal(refusal: &Refusal) -> axum::response::Response {
+    let status = match refusal {
+        Refusal::MissingCredential(_) | Refusal::WrongCredential(_) => unauthenticated(),
+        Refusal::Host(_) | Refusal::Origin(_) => Status::permission_denied(refusal.to_string()),
+        Refusal::TooLarge { .. } => Status::resource_exhausted(refusal.to_string()),
+        Refusal::ContentType { .. } => {
+            return crate::gate::json_reply(refusal);
+        }
+    };
+    status.into_http::<axum::body::Body>()
 }
 
 #[tonic::async_trait]

@@ -33,14 +33,14 @@ use std::time::Instant;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
-use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
-use crate::serve::listen::{Auth, MAX_BODY_BYTES, Shared, auth::require_bearer};
+use crate::gate::{DoorRules, Refusal};
+use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 use crate::workspace::WorkspaceError;
 
 /// Only variables with this prefix are shown on `/v1/metadata` (the
@@ -71,32 +71,45 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         started: Instant::now(),
         shutdown: shared.shutdown.clone(),
     };
-    let app = crate::serve::listen::gated(
-        &listener,
-        &shared,
-        "sandboxd-rest",
-        router(state, shared.auth.clone()),
-    );
-    axum::serve(crate::serve::listen::accepting(listener), app)
-        .with_graceful_shutdown(shared.shutdown.clone().cancelled_owned())
-        .await
-        .map_err(|e| e.to_string())
+    crate::serve::listen::serve_door(listener, &shared, RULES, router(state)).await
 }
 
-/// The routes: health outside the token check, the rest behind it.
-pub(crate) fn router(state: RestState, auth: Auth) -> Router {
+/// What the gate holds the REST API to: the bearer token but on
+/// `/v1/health`, refusals as `{"code", "message"}`.
+pub(crate) const RULES: DoorRules = DoorRules {
+    public: &["/v1/health"],
+    reply: refusal,
+    ..DoorRules::new("sandboxd-rest")
+};
+
+/// A refusal of the gate as the API's errors are: `{"code", "message"}`.
+fn refusal(refusal: &Refusal) -> Response {
+    let code = match refusal.status() {
+        StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
+        StatusCode::FORBIDDEN => "PERMISSION_DENIED",
+        StatusCode::PAYLOAD_TOO_LARGE => "RESOURCE_EXHAUSTED",
+        _ => "INVALID_ARGUMENT",
+    };
+    let mut response = ApiError::new(refusal.status(), code, refusal.to_string()).into_response();
+    if let Some((name, value)) = refusal.challenge() {
+        response
+            .headers_mut()
+            .insert(name, axum::http::HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// The routes (the gate lets `/v1/health` through without a token).
+pub(crate) fn router(state: RestState) -> Router {
     let files = get(handlers::get_file)
         .put(handlers::put_file)
         .delete(handlers::delete_file);
-    let guarded = Router::new()
+    Router::new()
+        .route("/v1/health", get(handlers::health))
         .route("/v1/files", files.clone())
         .route("/v1/files/", files.clone())
         .route("/v1/files/{*path}", files)
         .route("/v1/metadata", get(handlers::metadata))
-        .route_layer(middleware::from_fn_with_state(auth, require_bearer));
-    Router::new()
-        .route("/v1/health", get(handlers::health))
-        .merge(guarded)
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,

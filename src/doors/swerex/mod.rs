@@ -45,8 +45,10 @@ use self::session::BashSession;
 use crate::broker::Broker;
 use crate::exec::Execution;
 use crate::gate::Caller;
+use crate::gate::auth::Credential;
+use crate::gate::{DoorRules, Refusal};
 use crate::plan::FileOp;
-use crate::serve::listen::{Auth, MAX_BODY_BYTES, Shared};
+use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 
 /// The header carrying the token.
 const API_KEY_HEADER: &str = "x-api-key";
@@ -79,7 +81,6 @@ struct Replay {
 /// What every request of the listener shares.
 struct SwerexState {
     broker: Broker,
-    auth: Auth,
     /// Where relative paths and commands without a `cwd` start.
     base: std::path::PathBuf,
     /// Keys the fingerprints of replayed requests (random per process).
@@ -141,21 +142,26 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         base: files::base_dir(shared.broker.root()),
         replay_keys: std::hash::RandomState::new(),
         broker: shared.broker.clone(),
-        auth: shared.auth.clone(),
         sessions: Mutex::new(HashMap::new()),
         last: Mutex::new(None),
     });
-    let app = crate::serve::listen::gated(&listener, &shared, "swerex", router(state.clone()));
-    let shutdown = shared.shutdown.clone();
+    // Every session is killed as soon as the server stops, so a request
+    // waiting on one ends and its connection with it.
     let closing = state.clone();
-    let server = axum::serve(crate::serve::listen::accepting(listener), app)
-        .with_graceful_shutdown(async move {
-            shutdown.cancelled().await;
-            closing.close_all().await;
-        });
+    let shutdown = shared.shutdown.clone();
+    let server = async {
+        let (served, ()) = tokio::join!(
+            crate::serve::listen::serve_door(listener, &shared, RULES, router(state.clone())),
+            async move {
+                shutdown.cancelled().await;
+                closing.close_all().await;
+            }
+        );
+        served
+    };
     let shutdown = shared.shutdown.clone();
     let outcome = tokio::select! {
-        served = server => served.map_err(|e| e.to_string()),
+        served = server => served,
         () = async {
             shutdown.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
@@ -163,6 +169,24 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
     };
     state.close_all().await;
     outcome
+}
+
+/// What the gate holds SWE-ReX to: the token in `X-API-Key` on every
+/// route, refusals as the original's `{"detail": ...}`.
+pub(crate) const RULES: DoorRules = DoorRules {
+    credential: Credential::Header(API_KEY_HEADER),
+    reply: refusal,
+    ..DoorRules::new("swerex")
+};
+
+/// A refusal of the gate as the original answers: 403 without a key and
+/// 401 for a wrong one (FastAPI's `APIKeyHeader` and its check).
+fn refusal(refusal: &Refusal) -> Response {
+    match refusal {
+        Refusal::MissingCredential(_) => detail(StatusCode::FORBIDDEN, "Not authenticated"),
+        Refusal::WrongCredential(_) => detail(StatusCode::UNAUTHORIZED, "Invalid API Key"),
+        other => detail(other.status(), &other.to_string()),
+    }
 }
 
 fn router(state: Arc<SwerexState>) -> Router {
@@ -181,29 +205,7 @@ fn router(state: Arc<SwerexState>) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), replay))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            authenticate,
-        ))
         .with_state(state)
-}
-
-/// Every route needs the key when one is set: 403 without one, 401 for
-/// a wrong one (the original's FastAPI `APIKeyHeader` and its check).
-async fn authenticate(
-    State(state): State<Arc<SwerexState>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let auth = &state.auth;
-    if !auth.is_required() || auth.accepts_header(request.headers(), API_KEY_HEADER) {
-        return next.run(request).await;
-    }
-    if request.headers().contains_key(API_KEY_HEADER) {
-        detail(StatusCode::UNAUTHORIZED, "Invalid API Key")
-    } else {
-        detail(StatusCode::FORBIDDEN, "Not authenticated")
-    }
 }
 
 /// The largest request body the retry cache reads to fingerprint it;

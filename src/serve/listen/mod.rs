@@ -1,6 +1,7 @@
 //! The network doors of `agent-reach serve --listen PROTOCOL=ADDR`: what each
 //! listener speaks ([`Protocol`]), where ([`ListenSpec`]), who may talk to it
 //! ([`auth`]), and the one loop that binds them all and stops them together.
+//! Every listener is served through the gate ([`serve_door`]).
 //!
 //! Every listener of one process shares one [`Shared`]: the dispatcher (the
 //! registry, the operator's policy, the plan stage, the scheduler and the
@@ -13,7 +14,7 @@ pub(crate) mod auth;
 
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use addr::{ListenSpec, Protocol};
@@ -30,8 +31,7 @@ pub(crate) const DEFAULT_CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(180
 pub(crate) const DEFAULT_MAX_CLIENTS: usize = 256;
 /// `--max-sessions-per-client` when not given.
 pub(crate) const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 64;
-/// The largest request body any HTTP listener reads (an upload included).
-pub(crate) const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
+pub(crate) use crate::gate::MAX_BODY_BYTES;
 
 /// What every listener of one `serve` process shares.
 #[derive(Clone)]
@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     pub(crate) max_sessions_per_client: usize,
     /// `--max-clients`: MCP client sessions over HTTP at once.
     pub(crate) max_clients: usize,
+    /// The connection bounds of every listener (`--max-connections`, the
+    /// header and idle timeouts).
+    pub(crate) limits: crate::gate::Limits,
     /// Cancelled once, when the server stops (signal): every listener stops
     /// accepting and its sessions are killed.
     pub(crate) shutdown: CancellationToken,
@@ -73,51 +76,28 @@ pub(crate) enum ListenError {
     },
 }
 
-/// The connections an HTTP listener accepts, each with `TCP_NODELAY` set.
-pub(crate) type Accepting = axum::serve::TapIo<TcpListener, fn(&mut TcpStream)>;
-
-/// `listener`, its accepted connections sending each write at once.
-///
-/// Without `TCP_NODELAY` a reply written in pieces (an SSE response's
-/// headers, then its event, then the end of the chunked body) waits out the
-/// client's delayed ACK: a raw-socket client measured 44 ms per MCP call
-/// against 4.7 ms over stdio.
-pub(crate) fn accepting(listener: TcpListener) -> Accepting {
-    axum::serve::ListenerExt::tap_io(listener, no_delay as fn(&mut TcpStream))
-}
-
-/// The gRPC listener's connections, each with `TCP_NODELAY` set (tonic sets
-/// it only on the listeners it binds itself).
-pub(crate) fn incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
-    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
-}
-
-fn no_delay(stream: &mut TcpStream) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "cannot set TCP_NODELAY on an accepted connection");
-    }
-}
-
-/// `app` with the gate (`crate::gate`) in front of every route: the one
-/// admission every HTTP door's requests pass, whatever the door.
-pub(crate) fn gated(
-    listener: &TcpListener,
+/// Serves a door's `app` on `listener` behind the gate with its `rules`
+/// (the listener's hosts, the token, the connection bounds) until
+/// `shared.shutdown`; returns once every connection has ended.
+pub(crate) async fn serve_door(
+    listener: TcpListener,
     shared: &Shared,
-    door: &'static str,
+    rules: crate::gate::DoorRules,
     app: axum::Router,
-) -> axum::Router {
+) -> Result<(), String> {
     let local = listener
         .local_addr()
-        .unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    let gate = crate::gate::Gate::new(
-        local,
-        &shared.allowed_hosts,
-        crate::gate::DoorRules::default(),
-    );
-    crate::gate::guard(
-        app.layer(axum::Extension(crate::gate::Caller::local(door))),
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let gate = crate::gate::Gate::new(local, &shared.allowed_hosts, shared.auth.clone(), rules);
+    crate::gate::serve(
+        listener,
         gate,
+        app,
+        shared.limits.clone(),
+        shared.shutdown.clone(),
     )
+    .await;
+    Ok(())
 }
 
 /// Binds every listener first (so a port in use fails the start before
