@@ -106,14 +106,28 @@ pub(crate) fn gated(
     door: &'static str,
     app: axum::Router,
 ) -> axum::Router {
+    gated_with(
+        listener,
+        shared,
+        door,
+        crate::gate::DoorRules::default(),
+        app,
+    )
+}
+
+/// [`gated`], for a door whose published client sends body types beyond
+/// the gate's own (`rules`).
+pub(crate) fn gated_with(
+    listener: &TcpListener,
+    shared: &Shared,
+    door: &'static str,
+    rules: crate::gate::DoorRules,
+    app: axum::Router,
+) -> axum::Router {
     let local = listener
         .local_addr()
         .unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-    let gate = crate::gate::Gate::new(
-        local,
-        &shared.allowed_hosts,
-        crate::gate::DoorRules::default(),
-    );
+    let gate = crate::gate::Gate::new(local, &shared.allowed_hosts, rules);
     crate::gate::guard(
         app.layer(axum::Extension(crate::gate::Caller::local(door))),
         gate,
@@ -193,5 +207,6 @@ async fn serve_one(
         Protocol::SandboxdGrpc => crate::doors::sandboxd_grpc::serve(listener, shared).await,
         Protocol::Mcp => crate::doors::mcp_http::serve(listener, shared).await,
         Protocol::Swerex => crate::doors::swerex::serve(listener, shared).await,
+        Protocol::Envd => crate::doors::envd::serve(listener, shared).await,
     }
 }
