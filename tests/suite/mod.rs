@@ -5,6 +5,8 @@ mod apply_patch;
 mod confinement;
 mod dispatch;
 mod distribution;
+#[cfg(target_os = "linux")]
+mod envd;
 mod exec;
 mod exec_api;
 pub mod exec_json;

@@ -69,7 +69,10 @@ pub(crate) async fn start(
     let keepalive = keepalive_of(&headers);
     tokio::spawn(async move {
         let wrap = |event: ProcessEvent| StartResponse { event: Some(event) };
-        stream_events(out, (proc.pid, proc.tty), events, deadline, keepalive, wrap).await;
+        // The process's owner keeps this deadline: it kills the tree, takes
+        // it out of the tables, then tells this stream, which ends with
+        // `deadline_exceeded` once the process is gone.
+        stream_events(out, (proc.pid, proc.tty), events, None, keepalive, wrap).await;
     });
     response
 }
