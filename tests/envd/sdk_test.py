@@ -125,6 +125,26 @@ sbx.commands.send_stdin(h.pid, "abc\n")
 r = h.wait()
 check("send_stdin reaches the command", r.stdout == "got:abc\n", repr(r.stdout))
 
+# A background command reattached with connect after its first handle let go.
+h = sbx.commands.run("sleep 1; echo reattached", background=True)
+h.disconnect()
+again = sbx.commands.connect(h.pid)
+r = again.wait()
+check("connect reattaches to a running command", r.stdout == "reattached\n", repr(r.stdout))
+
+# A PTY: input, a resize the program sees, kill.
+from e2b.sandbox.commands.command_handle import PtySize
+
+pty_out = []
+t = sbx.pty.create(PtySize(rows=24, cols=80), timeout=30)
+sbx.pty.resize(t.pid, PtySize(rows=40, cols=100))
+sbx.pty.send_stdin(t.pid, b"stty size; exit\n")
+t.wait(on_pty=lambda d: pty_out.append(d))
+text = b"".join(pty_out).decode(errors="replace")
+check("a PTY runs its input and sees its new size", "40 100" in text, repr(text[-300:]))
+t = sbx.pty.create(PtySize(rows=24, cols=80), timeout=30)
+check("a PTY is killed", sbx.pty.kill(t.pid) is True and gone_within(t.pid, 5))
+
 # Files.
 path = os.path.join(ROOT, "dir", "hello.txt")
 info = sbx.files.write(path, "hello file")
