@@ -399,3 +399,69 @@ fn a_path_outside_the_root_is_refused_by_every_file_route() {
         assert_eq!(end["error"]["code"], "permission_denied");
     });
 }
+
+#[test]
+fn stream_input_reaches_a_running_process_in_order() {
+    run(async {
+        let envd = Envd::start().await;
+        let mut start = envd
+            .http
+            .post(envd.url("/process.Process/Start"))
+            .header("x-access-token", TOKEN)
+            .header("content-type", "application/connect+json")
+            .body(envelope(
+                0,
+                bash("read a; read b; echo got:$a$b").to_string().as_bytes(),
+            ))
+            .send()
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        while frames(&seen).is_empty() {
+            seen.extend_from_slice(&start.chunk().await.unwrap().unwrap());
+        }
+        let first: Value = serde_json::from_slice(&frames(&seen)[0].1).unwrap();
+        let pid = first["event"]["start"]["pid"].as_u64().unwrap();
+        let mut input = envelope(
+            0,
+            json!({"start": {"process": {"pid": pid}}})
+                .to_string()
+                .as_bytes(),
+        );
+        // "x\n" and "y\n", base64.
+        input.extend(envelope(
+            0,
+            json!({"data": {"input": {"stdin": "eAo="}}})
+                .to_string()
+                .as_bytes(),
+        ));
+        input.extend(envelope(
+            0,
+            json!({"data": {"input": {"stdin": "eQo="}}})
+                .to_string()
+                .as_bytes(),
+        ));
+        let r = envd
+            .http
+            .post(envd.url("/process.Process/StreamInput"))
+            .header("x-access-token", TOKEN)
+            .header("content-type", "application/connect+json")
+            .body(input)
+            .send()
+            .await
+            .unwrap();
+        let answer = frames(&r.bytes().await.unwrap());
+        assert_eq!(answer.last().unwrap().1, b"{}", "StreamInput ends cleanly");
+        while let Some(chunk) = start.chunk().await.unwrap() {
+            seen.extend_from_slice(&chunk);
+        }
+        let stdout: String = frames(&seen)
+            .iter()
+            .filter(|(flags, _)| *flags == 0)
+            .map(|(_, m)| serde_json::from_slice::<Value>(m).unwrap())
+            .filter(|m| m["event"]["data"]["stdout"].is_string())
+            .map(|m| decoded(&m["event"]["data"]["stdout"]))
+            .collect();
+        assert_eq!(stdout, "got:xy\n");
+    });
+}
