@@ -112,4 +112,31 @@ fn compile_protos(out_dir: &std::path::Path) {
         .out_dir(out_dir)
         .compile_fds(descriptors)
         .unwrap_or_else(|err| panic!("proto/: {err}"));
+    compile_envd_protos(out_dir);
+}
+
+/// E2B's envd definitions (`serve --listen envd`): prost messages only (the
+/// door frames Connect itself), and their descriptor set, which the door's
+/// JSON codec reads (`envd_descriptors.bin`, prost-reflect).
+const ENVD_PROTO_FILES: &[&str] = &[
+    "proto/envd/process/process.proto",
+    "proto/envd/filesystem/filesystem.proto",
+];
+
+fn compile_envd_protos(out_dir: &std::path::Path) {
+    use prost::Message as _;
+    for file in ENVD_PROTO_FILES {
+        println!("cargo:rerun-if-changed={file}");
+    }
+    let descriptors = protox::compile(ENVD_PROTO_FILES, ["proto/envd"])
+        .unwrap_or_else(|err| panic!("proto/envd: {err}"));
+    let dest = out_dir.join("envd_descriptors.bin");
+    std::fs::write(&dest, descriptors.encode_to_vec())
+        .unwrap_or_else(|err| panic!("{}: {err}", dest.display()));
+    tonic_prost_build::configure()
+        .build_server(false)
+        .build_client(false)
+        .out_dir(out_dir)
+        .compile_fds(descriptors)
+        .unwrap_or_else(|err| panic!("proto/envd: {err}"));
 }

@@ -6,6 +6,7 @@
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+pub(crate) mod envd;
 pub(crate) mod mcp;
 pub(crate) mod mcp_http;
 pub(crate) mod python_runtime;

@@ -32,13 +32,6 @@ pub(crate) enum FileOp {
     Unzip,
     List,
     Remove,
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "no door moves files yet; the doors to come (envd, daytona, codex-exec) do"
-        )
-    )]
     Move,
     ApplyPatch,
 }

@@ -22,7 +22,7 @@ pub(crate) struct ServeArgs {
     pub(crate) registry: RegistryArgs,
     /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
     /// instead of MCP on stdio; repeatable. PROTOCOL: mcp, sandboxd-grpc,
-    /// sandboxd-rest, python-runtime, swerex.
+    /// sandboxd-rest, python-runtime, swerex, envd.
     #[arg(long, value_name = "PROTOCOL=ADDR")]
     pub(crate) listen: Vec<ListenSpec>,
     /// The token every listener request must carry: the first line of FILE

@@ -21,7 +21,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat};
 use super::{Target, Workspace, WorkspaceError, beneath};
 
 /// The mode of a directory made for a write's parents.
-const NEW_DIR_MODE: u32 = 0o755;
+pub(super) const NEW_DIR_MODE: u32 = 0o755;
 /// How the temporary file of a write is named, before its random part.
 const TEMP_PREFIX: &str = ".agent-reach-tmp-";
 
@@ -94,7 +94,7 @@ impl Drop for PendingWrite {
     }
 }
 
-fn open_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> nix::Result<OwnedFd> {
+pub(super) fn open_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> nix::Result<OwnedFd> {
     openat(
         dir,
         name,
@@ -103,7 +103,7 @@ fn open_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> nix::Result<OwnedFd> {
     )
 }
 
-fn node_of(stat: &FileStat) -> Node {
+pub(super) fn node_of(stat: &FileStat) -> Node {
     match SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT {
         SFlag::S_IFREG => Node::File {
             size: u64::try_from(stat.st_size).unwrap_or(0),
@@ -113,7 +113,7 @@ fn node_of(stat: &FileStat) -> Node {
     }
 }
 
-fn modified_of(stat: &FileStat) -> SystemTime {
+pub(super) fn modified_of(stat: &FileStat) -> SystemTime {
     let secs = u64::try_from(stat.st_mtime).unwrap_or(0);
     let nanos = u32::try_from(stat.st_mtime_nsec).unwrap_or(0);
     UNIX_EPOCH + Duration::new(secs, nanos)
@@ -121,7 +121,11 @@ fn modified_of(stat: &FileStat) -> SystemTime {
 
 impl Workspace {
     /// Opens `target` beneath the root with `flags` (links inside followed).
-    fn open_target(&self, target: &Target, flags: OFlag) -> Result<OwnedFd, WorkspaceError> {
+    pub(super) fn open_target(
+        &self,
+        target: &Target,
+        flags: OFlag,
+    ) -> Result<OwnedFd, WorkspaceError> {
         let root = self.open_root()?;
         beneath::open_beneath(root.as_fd(), &target.rel, flags)
             .map_err(|e| WorkspaceError::from_errno(&target.shown, e))
@@ -129,7 +133,12 @@ impl Workspace {
 
     /// Opens the directory `rel` beneath the root; with `create`, missing
     /// directories at its end are made on the way.
-    fn open_dir(&self, rel: &Path, create: bool, shown: &str) -> Result<OwnedFd, WorkspaceError> {
+    pub(super) fn open_dir(
+        &self,
+        rel: &Path,
+        create: bool,
+        shown: &str,
+    ) -> Result<OwnedFd, WorkspaceError> {
         let root = self.open_root()?;
         let opened = if create {
             beneath::open_or_make_dir(root.as_fd(), rel, NEW_DIR_MODE)

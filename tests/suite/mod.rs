@@ -6,6 +6,8 @@ mod confinement;
 mod dispatch;
 mod distribution;
 mod docs;
+#[cfg(target_os = "linux")]
+mod envd;
 mod exec;
 mod exec_api;
 pub mod exec_json;

@@ -19,16 +19,19 @@ pub(crate) enum Protocol {
     PythonRuntime,
     /// The SWE-ReX remote runtime API.
     Swerex,
+    /// E2B's in-sandbox daemon (envd): Connect-RPC process and filesystem.
+    Envd,
 }
 
 impl Protocol {
     /// Every protocol, in the contract's order.
-    pub(crate) const ALL: [Protocol; 5] = [
+    pub(crate) const ALL: [Protocol; 6] = [
         Protocol::Mcp,
         Protocol::SandboxdGrpc,
         Protocol::SandboxdRest,
         Protocol::PythonRuntime,
         Protocol::Swerex,
+        Protocol::Envd,
     ];
 
     /// The name used on the command line.
@@ -39,6 +42,7 @@ impl Protocol {
             Protocol::SandboxdRest => "sandboxd-rest",
             Protocol::PythonRuntime => "python-runtime",
             Protocol::Swerex => "swerex",
+            Protocol::Envd => "envd",
         }
     }
 }

@@ -173,5 +173,6 @@ async fn serve_one(
         Protocol::SandboxdGrpc => crate::doors::sandboxd_grpc::serve(listener, shared).await,
         Protocol::Mcp => crate::doors::mcp_http::serve(listener, shared).await,
         Protocol::Swerex => crate::doors::swerex::serve(listener, shared).await,
+        Protocol::Envd => crate::doors::envd::serve(listener, shared).await,
     }
 }

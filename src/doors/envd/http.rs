@@ -1,0 +1,307 @@
+//! envd's plain HTTP routes (its `envd.yaml`): `GET /health` (204),
+//! `GET /files` (a file's bytes), `POST /files` (multipart `file` parts or
+//! a raw `application/octet-stream` body, written atomically; the entries
+//! written as JSON), `POST /init` (variables and a default working
+//! directory for the commands to come), `GET /envs`, `GET /metrics`.
+//! Errors are envd's `{"message", "code"}` with its statuses (400 a
+//! directory, 403 outside the root or refused by the policy, 404 missing,
+//! 413 too large), which the SDK maps to its exceptions.
+
+use std::collections::BTreeMap;
+
+use axum::body::Body;
+use axum::extract::{FromRequest, Multipart, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use tokio_util::io::ReaderStream;
+
+use super::EnvdState;
+use crate::gate::Caller;
+use crate::plan::FileOp;
+use crate::serve::listen::MAX_BODY_BYTES;
+use crate::workspace::upload::{UploadError, blocking, write_stream};
+use crate::workspace::{Workspace, WorkspaceError};
+
+/// The mode of an uploaded file.
+const UPLOAD_MODE: u32 = 0o644;
+
+/// An error answer of the HTTP routes.
+#[derive(Debug)]
+pub(crate) struct HttpError {
+    status: StatusCode,
+    message: String,
+}
+
+impl HttpError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(serde_json::json!({"message": self.message, "code": self.status.as_u16()})),
+        )
+            .into_response()
+    }
+}
+
+impl From<WorkspaceError> for HttpError {
+    fn from(err: WorkspaceError) -> Self {
+        let status = match &err {
+            WorkspaceError::NotFound { .. } => StatusCode::NOT_FOUND,
+            WorkspaceError::Escapes { .. }
+            | WorkspaceError::Denied { .. }
+            | WorkspaceError::Root => StatusCode::FORBIDDEN,
+            WorkspaceError::IsDirectory { .. }
+            | WorkspaceError::NotEmpty { .. }
+            | WorkspaceError::Invalid { .. } => StatusCode::BAD_REQUEST,
+            WorkspaceError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        HttpError::new(status, err.to_string())
+    }
+}
+
+impl From<UploadError> for HttpError {
+    fn from(err: UploadError) -> Self {
+        match err {
+            UploadError::Workspace(e) => e.into(),
+            UploadError::TooLarge { .. } => {
+                HttpError::new(StatusCode::PAYLOAD_TOO_LARGE, err.to_string())
+            }
+            UploadError::Body(_) => HttpError::new(StatusCode::BAD_REQUEST, err.to_string()),
+        }
+    }
+}
+
+/// `GET /health`: 204, no token needed.
+pub(crate) async fn health() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
+/// The query of `/files`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct FileQuery {
+    path: Option<String>,
+    /// E2B's user: accepted; files are the server user's.
+    #[serde(rename = "username")]
+    _username: Option<String>,
+}
+
+/// The broker's word on `op` over the E2B path `path`: the workspace and
+/// the path relative to the root.
+fn permit(
+    state: &EnvdState,
+    caller: &Caller,
+    op: FileOp,
+    path: &str,
+) -> Result<(Workspace, String), HttpError> {
+    let rel = super::paths::in_root(state.broker.root(), path)
+        .map_err(|e| HttpError::new(StatusCode::FORBIDDEN, e.to_string()))?;
+    let files = state
+        .broker
+        .files(caller, op, &[&rel])
+        .map_err(|r| HttpError::new(StatusCode::FORBIDDEN, r.message))?;
+    Ok((files.workspace().clone(), rel))
+}
+
+/// `GET /files?path=`: the file's bytes, streamed.
+pub(crate) async fn get_file(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<FileQuery>,
+) -> Result<Response, HttpError> {
+    let path = query
+        .path
+        .ok_or_else(|| HttpError::new(StatusCode::BAD_REQUEST, "the path parameter is required"))?;
+    let (ws, rel) = permit(&state, &caller, FileOp::Read, &path)?;
+    let (file, size, _) = blocking(move || {
+        let target = ws.resolve(&rel)?;
+        ws.open_file(&target)
+    })
+    .await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
+            (header::CONTENT_LENGTH, size.to_string()),
+        ],
+        Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file))),
+    )
+        .into_response())
+}
+
+/// One written file, as envd lists it.
+fn written(root: &std::path::Path, rel: &str) -> serde_json::Value {
+    let path = super::paths::shown(root, rel);
+    let name = std::path::Path::new(&path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    serde_json::json!({"path": path, "name": name, "type": "file"})
+}
+
+fn is_multipart(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("multipart/form-data"))
+}
+
+/// `POST /files`: each multipart `file` part (to `path`, or to the part's
+/// file name when several are sent), or the raw body to `path`.
+pub(crate) async fn post_file(
+    State(state): State<EnvdState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<FileQuery>,
+    request: Request,
+) -> Result<Json<Vec<serde_json::Value>>, HttpError> {
+    let root = state.broker.root().to_path_buf();
+    if !is_multipart(request.headers()) {
+        let path = query.path.ok_or_else(|| {
+            HttpError::new(
+                StatusCode::BAD_REQUEST,
+                "a raw upload needs the path parameter",
+            )
+        })?;
+        let (ws, rel) = permit(&state, &caller, FileOp::Upload, &path)?;
+        let shown = rel.clone();
+        let target = blocking({
+            let ws = ws.clone();
+            move || ws.resolve(&shown)
+        })
+        .await?;
+        let body = request.into_body().into_data_stream();
+        write_stream(&ws, target, UPLOAD_MODE, MAX_BODY_BYTES, body).await?;
+        return Ok(Json(vec![written(&root, &rel)]));
+    }
+    let mut multipart = Multipart::from_request(request, &state)
+        .await
+        .map_err(|e| {
+            HttpError::new(
+                StatusCode::BAD_REQUEST,
+                format!("invalid multipart body: {e}"),
+            )
+        })?;
+    let mut out = Vec::new();
+    loop {
+        let field = multipart.next_field().await.map_err(|e| {
+            HttpError::new(
+                StatusCode::BAD_REQUEST,
+                format!("invalid multipart body: {e}"),
+            )
+        })?;
+        let Some(field) = field else { break };
+        if field.name() != Some("file") {
+            continue;
+        }
+        let path = match (&query.path, field.file_name()) {
+            (Some(path), _) => path.clone(),
+            (None, Some(name)) => name.to_owned(),
+            (None, None) => {
+                return Err(HttpError::new(
+                    StatusCode::BAD_REQUEST,
+                    "a file part needs the path parameter or a file name",
+                ));
+            }
+        };
+        let (ws, rel) = permit(&state, &caller, FileOp::Upload, &path)?;
+        let shown = rel.clone();
+        let target = blocking({
+            let ws = ws.clone();
+            move || ws.resolve(&shown)
+        })
+        .await?;
+        write_stream(&ws, target, UPLOAD_MODE, MAX_BODY_BYTES, field).await?;
+        out.push(written(&root, &rel));
+    }
+    if out.is_empty() {
+        return Err(HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "the multipart body has no \"file\" part",
+        ));
+    }
+    Ok(Json(out))
+}
+
+/// The body of `POST /init` this door reads (the rest is E2B's
+/// orchestrator's business: clock, volumes, CA bundle).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct InitBody {
+    #[serde(default)]
+    env_vars: BTreeMap<String, String>,
+    default_workdir: Option<String>,
+}
+
+/// `POST /init`: variables for every command to come and a default
+/// working directory (beneath the root). The access token is not changed
+/// by it: the token is the server's (`--token-file`).
+pub(crate) async fn init(
+    State(state): State<EnvdState>,
+    body: axum::body::Bytes,
+) -> Result<StatusCode, HttpError> {
+    let init: InitBody = if body.iter().all(u8::is_ascii_whitespace) {
+        InitBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| HttpError::new(StatusCode::BAD_REQUEST, format!("invalid body: {e}")))?
+    };
+    if let Some(reserved) = init
+        .env_vars
+        .keys()
+        .find(|k| k.starts_with(crate::plan::RESERVED_ENV_PREFIX))
+    {
+        return Err(HttpError::new(
+            StatusCode::BAD_REQUEST,
+            format!("variable {reserved} is reserved by agent-reach"),
+        ));
+    }
+    if let Some(dir) = &init.default_workdir {
+        super::paths::in_root(state.broker.root(), dir)
+            .map_err(|e| HttpError::new(StatusCode::FORBIDDEN, e.to_string()))?;
+    }
+    state.init.set(init.env_vars, init.default_workdir);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /envs`: the variables `POST /init` set.
+pub(crate) async fn envs(State(state): State<EnvdState>) -> Json<BTreeMap<String, String>> {
+    Json(state.init.env())
+}
+
+/// `GET /metrics`: the machine's memory and CPU (sysinfo) and the disk of
+/// the root (statvfs). `cpu_used_pct` is the one-minute load over the CPU
+/// count, capped at 100.
+pub(crate) async fn metrics(State(state): State<EnvdState>) -> Json<serde_json::Value> {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mut info = serde_json::json!({
+        "ts": chrono::Utc::now().timestamp(),
+        "cpu_count": cpus,
+    });
+    if let Ok(sys) = nix::sys::sysinfo::sysinfo() {
+        let total = sys.ram_total();
+        let used = total.saturating_sub(sys.ram_unused());
+        #[expect(clippy::cast_precision_loss, reason = "a percentage")]
+        let load = (sys.load_average().0 / cpus as f64 * 100.0).min(100.0);
+        info["cpu_used_pct"] = serde_json::json!(load);
+        info["mem_total"] = serde_json::json!(total);
+        info["mem_used"] = serde_json::json!(used);
+        info["mem_total_mib"] = serde_json::json!(total / (1024 * 1024));
+        info["mem_used_mib"] = serde_json::json!(used / (1024 * 1024));
+    }
+    if let Ok(disk) = nix::sys::statvfs::statvfs(state.broker.root()) {
+        let block = disk.fragment_size();
+        let total = disk.blocks() * block;
+        info["disk_total"] = serde_json::json!(total);
+        info["disk_used"] = serde_json::json!(total.saturating_sub(disk.blocks_free() * block));
+    }
+    Json(info)
+}

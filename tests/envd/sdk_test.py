@@ -1,0 +1,200 @@
+"""E2B's own Python SDK (`e2b`, pinned in run.sh) driving
+`agent-reach serve --listen envd=ADDR` in its local mode
+(`Sandbox.create(debug=True)`, `sandbox_url=`): commands with their output,
+exit codes and exceptions, a background command killed with its whole tree,
+the timeout, and the files API, including a path outside the root refused.
+
+Usage: sdk_test.py URL ROOT [TOKEN]. Without TOKEN the server has none
+(loopback, as the SDK's debug mode expects) and the sandbox is made with
+`Sandbox.create(debug=True, sandbox_url=URL)`; with TOKEN, the debug mode
+sends no token of its own, so the sandbox is made as `Sandbox.create` makes
+it once it has the envd access token (its `X-Access-Token` sandbox header),
+and a wrong token must be refused. Prints `ok NAME` per check; exits 1 at
+the first failure."""
+
+import os
+import sys
+import time
+
+from e2b import (
+    AuthenticationException,
+    CommandExitException,
+    Sandbox,
+    SandboxException,
+    TimeoutException,
+)
+
+from e2b import ConnectionConfig
+from packaging.version import Version
+
+URL, ROOT = sys.argv[1], sys.argv[2]
+TOKEN = sys.argv[3] if len(sys.argv) > 3 else ""
+
+
+def check(name, condition, detail=""):
+    if not condition:
+        print(f"FAIL {name}: {detail}", flush=True)
+        sys.exit(1)
+    print(f"ok {name}", flush=True)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def gone_within(pid, seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def with_token(token):
+    """The sandbox `Sandbox.create` makes from an envd access token."""
+    config = ConnectionConfig(
+        debug=True,
+        sandbox_url=URL,
+        extra_sandbox_headers={"X-Access-Token": token},
+    )
+    return Sandbox(
+        sandbox_id="debug_sandbox_id",
+        sandbox_domain=None,
+        envd_version=Version("99.99.99"),
+        envd_access_token=token,
+        connection_config=config,
+    )
+
+
+sbx = with_token(TOKEN) if TOKEN else Sandbox.create(debug=True, sandbox_url=URL)
+
+# Commands: output, exit code, the exception of a failing one.
+r = sbx.commands.run("echo hello; echo oops >&2")
+check("run returns stdout", r.stdout == "hello\n", repr(r.stdout))
+check("run returns stderr", r.stderr == "oops\n", repr(r.stderr))
+check("run returns exit code 0", r.exit_code == 0, r.exit_code)
+
+try:
+    sbx.commands.run("echo before; exit 7")
+    check("nonzero exit raises CommandExitException", False, "no exception")
+except CommandExitException as e:
+    check("nonzero exit raises CommandExitException", e.exit_code == 7, e.exit_code)
+    check("the exception carries the output", e.stdout == "before\n", repr(e.stdout))
+
+r = sbx.commands.run("echo $GREETING; pwd", envs={"GREETING": "hi there"}, cwd=ROOT)
+check("envs and cwd reach the command", r.stdout == f"hi there\n{ROOT}\n", repr(r.stdout))
+
+seen = []
+sbx.commands.run("for i in 1 2 3; do echo line$i; done", on_stdout=lambda s: seen.append(s))
+check("on_stdout streams the output", "".join(seen) == "line1\nline2\nline3\n", repr(seen))
+
+# The timeout: the SDK's TimeoutException, and the command gone.
+marker = os.path.join(ROOT, "timeout.pid")
+started = time.time()
+try:
+    sbx.commands.run(f"echo $$ > {marker}; sleep 30", timeout=4)
+    check("a command past its timeout raises TimeoutException", False, "no exception")
+except TimeoutException:
+    check("a command past its timeout raises TimeoutException", time.time() - started < 15)
+pid = int(open(marker).read())
+check("the timed-out command is gone", gone_within(pid, 5), pid)
+
+# A background command and its child, listed, then killed with its tree.
+child_file = os.path.join(ROOT, "child.pid")
+h = sbx.commands.run(f"sleep 300 & echo $! > {child_file}; wait", background=True, timeout=0)
+deadline = time.time() + 5
+while not os.path.exists(child_file) or not open(child_file).read().strip():
+    check("the background command starts", time.time() < deadline)
+    time.sleep(0.05)
+child = int(open(child_file).read())
+listed = [p.pid for p in sbx.commands.list()]
+check("list shows the background command", h.pid in listed, (h.pid, listed))
+check("kill answers true", sbx.commands.kill(h.pid) is True)
+check("the killed command is gone", gone_within(h.pid, 5), h.pid)
+check("its child is gone too", gone_within(child, 5), child)
+check("kill of a gone process answers false", sbx.commands.kill(h.pid) is False)
+
+# stdin of a background command.
+h = sbx.commands.run("read line; echo got:$line", background=True, stdin=True)
+sbx.commands.send_stdin(h.pid, "abc\n")
+r = h.wait()
+check("send_stdin reaches the command", r.stdout == "got:abc\n", repr(r.stdout))
+
+# A background command reattached with connect after its first handle let go.
+h = sbx.commands.run("sleep 1; echo reattached", background=True)
+h.disconnect()
+again = sbx.commands.connect(h.pid)
+r = again.wait()
+check("connect reattaches to a running command", r.stdout == "reattached\n", repr(r.stdout))
+
+# A PTY: input, a resize the program sees, kill.
+from e2b.sandbox.commands.command_handle import PtySize
+
+pty_out = []
+t = sbx.pty.create(PtySize(rows=24, cols=80), timeout=30)
+sbx.pty.resize(t.pid, PtySize(rows=40, cols=100))
+sbx.pty.send_stdin(t.pid, b"stty size; exit\n")
+t.wait(on_pty=lambda d: pty_out.append(d))
+text = b"".join(pty_out).decode(errors="replace")
+check("a PTY runs its input and sees its new size", "40 100" in text, repr(text[-300:]))
+t = sbx.pty.create(PtySize(rows=24, cols=80), timeout=30)
+check("a PTY is killed", sbx.pty.kill(t.pid) is True and gone_within(t.pid, 5))
+
+# Files.
+path = os.path.join(ROOT, "dir", "hello.txt")
+info = sbx.files.write(path, "hello file")
+check("write answers the path", info.path == path, info.path)
+check("read returns what was written", sbx.files.read(path) == "hello file")
+blob = bytes(range(256)) * 4096
+sbx.files.write(os.path.join(ROOT, "blob.bin"), blob)
+check("binary content is intact", sbx.files.read(os.path.join(ROOT, "blob.bin"), format="bytes") == bytes(blob))
+names = sorted(e.name for e in sbx.files.list(os.path.join(ROOT, "dir")))
+check("list shows the file", names == ["hello.txt"], names)
+check("exists of a written file", sbx.files.exists(path) is True)
+check("make_dir makes a directory", sbx.files.make_dir(os.path.join(ROOT, "made")) is True)
+check("make_dir of an existing one answers false", sbx.files.make_dir(os.path.join(ROOT, "made")) is False)
+moved = sbx.files.rename(path, os.path.join(ROOT, "made", "moved.txt"))
+check("rename moves the file", moved.path == os.path.join(ROOT, "made", "moved.txt"), moved.path)
+check("the old path is gone", sbx.files.exists(path) is False)
+got = sbx.files.get_info(os.path.join(ROOT, "made", "moved.txt"))
+check("get_info tells the size", got.size == len("hello file"), got.size)
+sbx.files.remove(os.path.join(ROOT, "made"))
+check("remove removes a tree", not os.path.exists(os.path.join(ROOT, "made")))
+
+try:
+    sbx.files.read("/etc/hostname")
+    check("a path outside the root is refused", False, "read it")
+except SandboxException as e:
+    check("a path outside the root is refused", "outside" in str(e), str(e))
+try:
+    sbx.files.write("/tmp/agent-reach-envd-escape.txt", "x")
+    check("a write outside the root is refused", False, "wrote it")
+except SandboxException:
+    check("a write outside the root is refused", not os.path.exists("/tmp/agent-reach-envd-escape.txt"))
+
+# Without the token.
+if TOKEN:
+    bad = with_token("wrong")
+    try:
+        bad.commands.run("true")
+        check("a wrong token is refused", False, "ran")
+    except AuthenticationException:
+        check("a wrong token is refused", True)
+    try:
+        bad.files.read(os.path.join(ROOT, "blob.bin"))
+        check("a wrong token reads no file", False, "read it")
+    except AuthenticationException:
+        check("a wrong token reads no file", True)
+    nobody = Sandbox.create(debug=True, sandbox_url=URL)
+    try:
+        nobody.commands.list()
+        check("no token is refused", False, "listed")
+    except AuthenticationException:
+        check("no token is refused", True)
+
+print("all ok")
