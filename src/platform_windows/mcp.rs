@@ -20,8 +20,8 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 
 use super::engine::Execution;
-use super::path_entry::PathEntryGuard;
-use super::process::{env_var, resolve_program};
+use super::path_entry::session_context;
+use super::process::resolve_program;
 use super::run::{Command, check_sandbox, spec_for};
 use crate::context::ProcessContext;
 use crate::exit_code;
@@ -47,19 +47,13 @@ const EXEC_DOC: &str = "Run a command line in a shell on Windows (PowerShell whe
 
 /// Runs the server until stdin closes.
 pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
-    let home = ctx.agent_reach_home();
-    let entry = match PathEntryGuard::create(&home.join("tmp").join("path"), &ctx.exe) {
-        Ok(entry) => entry,
+    let (entry, ctx) = match session_context(ctx) {
+        Ok(ready) => ready,
         Err(err) => {
             eprintln!("agent-reach serve: {err}");
             return exit_code::FAILURE;
         }
     };
-    let mut ctx = ctx.clone();
-    let old_path = env_var(&ctx.env, "PATH").map(ToOwned::to_owned);
-    ctx.env.retain(|k, _| !k.eq_ignore_ascii_case("PATH"));
-    ctx.env
-        .insert("PATH".into(), entry.prepend_to(old_path.as_deref()));
     let root = args
         .root
         .clone()
@@ -229,6 +223,8 @@ impl WindowsServer {
         let wanted = shell.map(str::to_ascii_lowercase);
         let powershell = match wanted.as_deref() {
             Some(s) if s.contains("cmd") => None,
+            // Wine's powershell.exe is a stub that runs nothing.
+            _ if super::console::is_wine() => None,
             _ => ["pwsh", "powershell"]
                 .into_iter()
                 .find(|p| resolve_program(p.as_ref(), env, cwd).is_some()),

@@ -15,6 +15,8 @@ use std::io;
 use std::os::windows::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::process::env_var;
+use crate::context::ProcessContext;
 use crate::personality::PERSONALITY_NAMES;
 
 /// The lock file held inside each entry.
@@ -98,11 +100,6 @@ impl PathEntryGuard {
         Ok(guard)
     }
 
-    /// The directory.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// `path` with the entry first.
     pub(crate) fn prepend_to(&self, path: Option<&std::ffi::OsStr>) -> OsString {
         let mut joined = self.dir.clone().into_os_string();
@@ -119,6 +116,21 @@ impl Drop for PathEntryGuard {
         drop(self.lock.take());
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The session PATH entry for a process that runs commands for others
+/// (`run`, `exec`, `serve`), and its context with the entry first on PATH.
+pub(crate) fn session_context(
+    ctx: &ProcessContext,
+) -> Result<(PathEntryGuard, ProcessContext), PathEntryError> {
+    let root = ctx.agent_reach_home().join("tmp").join("path");
+    let entry = PathEntryGuard::create(&root, &ctx.exe)?;
+    let mut ctx = ctx.clone();
+    let old_path = env_var(&ctx.env, "PATH").map(ToOwned::to_owned);
+    ctx.env.retain(|k, _| !k.eq_ignore_ascii_case("PATH"));
+    ctx.env
+        .insert("PATH".into(), entry.prepend_to(old_path.as_deref()));
+    Ok((entry, ctx))
 }
 
 /// Removes the entries under `root` whose `.lock` nobody holds.

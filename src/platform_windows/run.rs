@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::engine::{Completed, Execution, Spec};
+use super::path_entry::session_context;
 use super::{FULL_ACCESS, NO_SANDBOX};
 use crate::context::ProcessContext;
 use crate::exit_code;
@@ -196,6 +197,14 @@ fn parse_env(flags: &[String]) -> Result<Vec<(OsString, OsString)>, Refusal> {
 
 /// `agent-reach run ...`.
 pub(crate) fn main(args: &RunArgs, ctx: &ProcessContext) -> i32 {
+    let (_entry, ctx) = match session_context(ctx) {
+        Ok(ready) => ready,
+        Err(err) => {
+            eprintln!("agent-reach: {err}");
+            return exit_code::INTERNAL;
+        }
+    };
+    let ctx = &ctx;
     let prepared = check_sandbox(args.sandbox.as_deref())
         .and_then(|()| parse_env(&args.env))
         .and_then(|env| {
@@ -326,6 +335,14 @@ fn print_json(result: &NormalizedResult) {
 /// `timeout_ms`, `max_output_tokens`, `id`), one result on stdout; exit 0
 /// when the status is success, 1 otherwise.
 pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
+    let (_entry, ctx) = match session_context(ctx) {
+        Ok(ready) => ready,
+        Err(err) => {
+            eprintln!("agent-reach: {err}");
+            return exit_code::INTERNAL;
+        }
+    };
+    let ctx = &ctx;
     let mut text = String::new();
     if let Err(err) = std::io::stdin()
         .take(MAX_REQUEST_BYTES)
