@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install.sh: build agent-reach from this checkout and install it.
 #
-#   ./install.sh [--with-aliases] [--build-only]
+#   ./install.sh [--with-aliases] [--build-only] [--target windows]
 #
 # Builds the shipped binary (the `dist` profile: release, stripped, no
 # line tables) with the locked dependencies, installs `agent-reach` to
@@ -12,20 +12,44 @@
 # start skips loading three shared libraries, about 0.5 ms of each `run`,
 # and it runs where no libc is (a `FROM scratch` image).
 # --build-only builds and prints the binary's path, installing nothing.
+# --target windows builds agent-reach.exe for x86_64-pc-windows-gnu on
+# Linux (with --build-only: there is nothing to install here): it installs
+# Debian's rustc-web, cargo-web, rust-web-src (the standard library's
+# sources, built for the target) and gcc-mingw-w64-x86-64 (the linker),
+# builds into target/windows and prints the .exe's path.
 set -euo pipefail
 
 with_aliases=0
 build_only=0
+target=
+expect_target=0
 for arg in "$@"; do
+  if [ "$expect_target" = 1 ]; then target=$arg; expect_target=0; continue; fi
   case "$arg" in
     --with-aliases) with_aliases=1 ;;
     --build-only) build_only=1 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --target) expect_target=1 ;;
+    --target=*) target=${arg#--target=} ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
+if [ "$expect_target" = 1 ]; then
+  echo "install.sh: --target needs a value (windows)" >&2; exit 2
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
+
+case "$target" in
+  "") ;;
+  windows)
+    if [ "$build_only" = 0 ]; then
+      echo "install.sh: --target windows builds the .exe only (as with --build-only): copy it to the Windows machine" >&2
+    fi
+    exec "$here/scripts/build-windows.sh"
+    ;;
+  *) echo "install.sh: unknown --target $target (known: windows)" >&2; exit 2 ;;
+esac
 prefix=${PREFIX:-$HOME/.local}
 bindir="$prefix/bin"
 

@@ -124,6 +124,7 @@ pub(crate) fn main() -> i32 {
 }
 
 /// Runs one personality to its exit code.
+#[cfg(unix)]
 pub(crate) fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
     match personality {
         Personality::ApplyPatch => crate::apply_patch::command::main(&ctx),
@@ -132,6 +133,12 @@ pub(crate) fn run_personality(personality: Personality, ctx: ProcessContext) -> 
         Personality::SwerexRemote => crate::serve::swerex_remote::main(ctx),
         Personality::Cli => crate::cli::main(ctx),
     }
+}
+
+/// Runs one personality to its exit code: Windows has its own backend.
+#[cfg(windows)]
+pub(crate) fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
+    crate::platform_windows::run_personality(personality, ctx)
 }
 
 fn exit(code: i32) -> i32 {

@@ -5,27 +5,49 @@
 //! exit code; `main.rs` only calls [`dispatch::process_main`].
 
 #![warn(unreachable_pub)]
+// Windows builds a subset: helpers only the Linux personalities use are
+// unused there.
+#![cfg_attr(windows, allow(dead_code))]
+
+// The platform seam: the engine's Linux backend (cgroups, clone3, pidfd,
+// /proc, PTY), the sandbox (Landlock, seccomp), the session machinery and
+// the doors built on them are `cfg(unix)` here, one line each; Windows gets
+// its backend and personalities in [`platform_windows`] beside them.
 
 pub mod apply_patch;
+#[cfg(unix)]
 pub(crate) mod broker;
+#[cfg(unix)]
 pub(crate) mod cli;
 pub(crate) mod context;
 pub mod dispatch;
+#[cfg(unix)]
 pub mod doors;
 pub mod exec;
 pub(crate) mod exit_code;
+#[cfg(unix)]
 pub(crate) mod gate;
+#[cfg(unix)]
 pub(crate) mod kernel_file;
 pub(crate) mod logging;
 pub mod output;
+#[cfg(unix)]
 pub mod path_guard;
 pub(crate) mod personality;
+#[cfg(unix)]
 pub(crate) mod plan;
+#[cfg(windows)]
+pub(crate) mod platform_windows;
+#[cfg(unix)]
 pub(crate) mod registry;
 pub mod result;
+#[cfg(unix)]
 pub mod sandbox;
+#[cfg(unix)]
 pub(crate) mod scheduler;
+#[cfg(unix)]
 pub mod serve;
 pub(crate) mod stdio;
 pub(crate) mod sync;
+#[cfg(unix)]
 pub(crate) mod workspace;

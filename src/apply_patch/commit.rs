@@ -8,9 +8,8 @@
 //! back, new files and directories go away. On success the backups are
 //! dropped. Readers never see a half-written file: every write is a rename.
 
-use std::fs::{self, Permissions};
+use std::fs;
 use std::io::{self, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use tempfile::{NamedTempFile, TempPath};
@@ -132,22 +131,25 @@ impl RollbackGuard {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let mode = Permissions::from_mode(attrs.map_or(NEW_FILE_MODE, |a| a.mode));
-        let mut temp = tempfile::Builder::new()
-            .prefix(&format!(".{name}."))
-            .suffix(".apply_patch.tmp")
-            .permissions(mode.clone())
-            .tempfile_in(dir)
-            .map_err(fail)?;
+        let mode = super::file_meta::permissions(attrs.map_or(NEW_FILE_MODE, |a| a.mode));
+        let prefix = format!(".{name}.");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".apply_patch.tmp");
+        if let Some(mode) = &mode {
+            builder.permissions(mode.clone());
+        }
+        let mut temp = builder.tempfile_in(dir).map_err(fail)?;
         temp.write_all(bytes).map_err(fail)?;
         temp.flush().map_err(fail)?;
         if let Some(attrs) = attrs {
             // The replacement keeps the owner where we may set it (root, or
             // a group of ours); failing that it is ours, as with any editor.
-            let _ = std::os::unix::fs::fchown(temp.as_file(), Some(attrs.uid), Some(attrs.gid));
+            super::file_meta::set_owner(temp.as_file(), attrs.uid, attrs.gid);
             // After chown, which clears set-id bits; and the umask applied
             // at creation: an existing file keeps its exact bits.
-            temp.as_file().set_permissions(mode).map_err(fail)?;
+            if let Some(mode) = mode {
+                temp.as_file().set_permissions(mode).map_err(fail)?;
+            }
         }
         Ok(Staged {
             temp: temp.into_temp_path(),
@@ -235,6 +237,8 @@ fn backup_of(path: &Path) -> io::Result<TempPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::Permissions;
+    use std::os::unix::fs::PermissionsExt;
 
     fn stamp_of(path: &Path) -> Stamp {
         Stamp::of(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -12,6 +12,7 @@
 pub(crate) mod command;
 mod commit;
 mod error;
+mod file_meta;
 mod hunks;
 mod parser;
 mod paths;

@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::ApplyOptions;
@@ -32,11 +31,8 @@ pub(crate) struct FileAttrs {
 
 impl From<&Metadata> for FileAttrs {
     fn from(meta: &Metadata) -> Self {
-        Self {
-            mode: meta.mode() & 0o7777,
-            uid: meta.uid(),
-            gid: meta.gid(),
-        }
+        let (mode, uid, gid) = super::file_meta::attrs(meta);
+        Self { mode, uid, gid }
     }
 }
 
@@ -60,12 +56,13 @@ impl Stamp {
 
 impl From<&Metadata> for Stamp {
     fn from(meta: &Metadata) -> Self {
+        let (dev, ino, size, mtime, mtime_nsec) = super::file_meta::stamp(meta);
         Self {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: meta.mtime(),
-            mtime_nsec: meta.mtime_nsec(),
+            dev,
+            ino,
+            size,
+            mtime,
+            mtime_nsec,
         }
     }
 }

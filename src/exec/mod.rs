@@ -20,41 +20,78 @@
 //! attributed, killed and reaped (with several executions running, at
 //! their end or at the last [`kill_orphans`]).
 
+// The Linux backend: every module but the output seam (`glue`,
+// `tail_ring`), which the Windows backend
+// ([`crate::platform_windows::engine`]) feeds the same way.
+#[cfg(unix)]
 pub(crate) mod attached;
+#[cfg(unix)]
 pub(crate) mod blocking;
+#[cfg(unix)]
 pub(crate) mod cgroup;
+#[cfg(unix)]
 mod child_setup;
+#[cfg(unix)]
 pub(crate) mod clone3;
+#[cfg(unix)]
 pub(crate) mod clone_vm;
+#[cfg(unix)]
 pub(crate) mod completed;
+#[cfg(unix)]
 pub(crate) mod env;
+#[cfg(unix)]
 pub(crate) mod error;
+#[cfg(unix)]
 pub(crate) mod execution;
 pub(crate) mod glue;
+#[cfg(unix)]
 pub(crate) mod interrupt;
+#[cfg(unix)]
 pub(crate) mod kill;
+#[cfg(unix)]
 pub(crate) mod pids_limit;
+#[cfg(unix)]
 pub(crate) mod procfs;
+#[cfg(unix)]
 pub(crate) mod pty;
+#[cfg(unix)]
 pub(crate) mod pump;
+#[cfg(unix)]
 pub(crate) mod resolve;
+#[cfg(unix)]
 pub(crate) mod spawner;
+#[cfg(unix)]
 pub(crate) mod spec;
+#[cfg(unix)]
 pub(crate) mod state;
 pub(crate) mod tail_ring;
+#[cfg(unix)]
 pub(crate) mod tap;
+#[cfg(unix)]
 pub(crate) mod terminal_wait;
 
+#[cfg(unix)]
 pub(crate) use completed::Completed;
+#[cfg(unix)]
 pub(crate) use env::SESSION_VAR;
+#[cfg(unix)]
 pub use env::child_env;
+#[cfg(unix)]
 pub(crate) use error::ExecError;
+#[cfg(unix)]
 pub use execution::{Execution, WaitEnd};
 pub use glue::RenderOptions;
+#[cfg(unix)]
 pub(crate) use glue::Rendered;
+#[cfg(unix)]
 pub(crate) use kill::kill_orphans;
+#[cfg(unix)]
 pub use spawner::KnownChildGuard;
+#[cfg(unix)]
 pub(crate) use spawner::claim_all_children;
+#[cfg(unix)]
 pub use spec::{SpawnSpec, new_session_tag};
+#[cfg(unix)]
 pub(crate) use state::ExitInfo;
+#[cfg(unix)]
 pub(crate) use tap::{Attach, DEFAULT_TAP_CHUNKS, TapReceiver, output_tap};

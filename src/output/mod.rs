@@ -17,6 +17,7 @@ pub mod render;
 pub(crate) mod scan;
 pub(crate) mod screen;
 pub mod spill;
+mod spill_lock;
 pub mod terminal;
 #[cfg(test)]
 mod terminal_captures;

@@ -12,15 +12,14 @@
 //! Writing never fails the command: an I/O error only marks the writer
 //! incomplete, exactly like reaching the cap.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nix::fcntl::{Flock, FlockArg};
+use super::spill_lock::{self, LockedFile};
 
 /// The default cap of the whole store.
 pub const DEFAULT_SPILL_CAP_BYTES: u64 = 64 * 1024 * 1024;
@@ -194,13 +193,7 @@ impl SpillStore {
 
 /// Removes `path` unless a writer still holds its lock.
 fn remove_if_unlocked(path: &Path) -> bool {
-    let Ok(file) = File::open(path) else {
-        return false;
-    };
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(_locked) => fs::remove_file(path).is_ok(),
-        Err(_) => false,
-    }
+    spill_lock::remove_if_unlocked(path)
 }
 
 /// Keeps a label usable in a file name: ASCII letters, digits, `.`, `_`, `-`.
@@ -226,7 +219,7 @@ fn sanitize_label(label: &str) -> String {
 #[derive(Debug)]
 enum WriterState {
     NotCreated,
-    Open(Flock<File>),
+    Open(LockedFile),
     /// The cap was reached or an I/O error happened: nothing more is written.
     Stopped {
         reason: String,
@@ -313,34 +306,19 @@ impl SpillWriter {
     }
 
     fn create_file(&self) -> WriterState {
-        let open = || {
-            OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&self.path)
-        };
-        let opened = open().or_else(|error| {
+        let opened = spill_lock::create_locked(&self.path).or_else(|error| {
             // The store's directory was removed since it was made (someone
             // cleaned up under a long-lived server): make it again.
-            if error.kind() != std::io::ErrorKind::NotFound {
+            if self.store.inner.dir.exists() {
                 return Err(error);
             }
-            make_store_dir(&self.store.inner.dir)?;
-            open()
+            make_store_dir(&self.store.inner.dir).map_err(|e| e.to_string())?;
+            spill_lock::create_locked(&self.path)
         });
-        let file = match opened {
-            Ok(file) => file,
-            Err(error) => {
-                return WriterState::Stopped {
-                    reason: format!("cannot create {}: {error}", self.path.display()),
-                };
-            }
-        };
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        match opened {
             Ok(locked) => WriterState::Open(locked),
-            Err((_, errno)) => WriterState::Stopped {
-                reason: format!("cannot lock {}: {errno}", self.path.display()),
+            Err(error) => WriterState::Stopped {
+                reason: format!("cannot create {}: {error}", self.path.display()),
             },
         }
     }
@@ -357,7 +335,7 @@ impl Drop for SpillWriter {
 
 /// Makes the store's directory (and its parents), private to the user.
 fn make_store_dir(dir: &Path) -> std::io::Result<()> {
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    spill_lock::make_private_dir(dir)
 }
 
 #[cfg(test)]

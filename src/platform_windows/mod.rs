@@ -1,0 +1,137 @@
+//! The Windows platform: the engine's backend (a job object per command,
+//! `CreateProcessW`, pipes drained by threads, code pages) and the
+//! personalities built on it. Linux's backend (cgroups, clone3, pidfd,
+//! `/proc`, Landlock, seccomp) and what needs it are `cfg(unix)` in
+//! `lib.rs`; this module is what Windows has beside them:
+//!
+//! - `run`, the `agent-reach-exec` personality and `exec --json` ([`run`]);
+//! - `serve`: the MCP server on stdio ([`mcp`]);
+//! - `apply_patch` / `applypatch` / `agent-reach apply-patch` (the shared
+//!   [`crate::apply_patch`], CRLF files kept CRLF);
+//! - the session PATH entry with `.exe` copies and `.cmd` shims
+//!   ([`path_entry`]);
+//! - `doctor`, saying what works here;
+//! - no sandbox yet: `agent-reach-sandbox`, `--sandbox` other than
+//!   `danger-full-access` and sandboxed MCP calls exit 125 / are refused
+//!   ([`NO_SANDBOX`]) instead of running unconfined.
+
+pub(crate) mod codepage;
+pub(crate) mod console;
+pub(crate) mod engine;
+pub(crate) mod job;
+pub(crate) mod mcp;
+pub(crate) mod path_entry;
+pub(crate) mod process;
+pub(crate) mod run;
+
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand};
+
+use crate::context::ProcessContext;
+use crate::dispatch::Personality;
+use crate::exit_code;
+
+/// What every sandbox request gets on Windows.
+pub(crate) const NO_SANDBOX: &str = "no sandbox on Windows: only --sandbox danger-full-access can run (the command would run unconfined)";
+
+/// The one sandbox policy Windows can honour.
+pub(crate) const FULL_ACCESS: &str = "danger-full-access";
+
+/// Runs one personality to its exit code.
+pub(crate) fn run_personality(personality: Personality, ctx: ProcessContext) -> i32 {
+    console::use_utf8_console();
+    match personality {
+        Personality::ApplyPatch => crate::apply_patch::command::main(&ctx),
+        Personality::Sandbox => refuse_sandbox(),
+        Personality::Exec => run::exec_personality(ctx),
+        Personality::SwerexRemote => {
+            eprintln!("swerex-remote: not available on Windows (its sessions need a Unix shell)");
+            exit_code::INTERNAL
+        }
+        Personality::Cli => cli_main(ctx),
+    }
+}
+
+/// `agent-reach-sandbox` and `agent-reach sandbox`: refused, exit 125.
+pub(crate) fn refuse_sandbox() -> i32 {
+    eprintln!("agent-reach-sandbox: {NO_SANDBOX}");
+    exit_code::INTERNAL
+}
+
+/// agent-reach on Windows.
+#[derive(Debug, Parser)]
+#[command(name = "agent-reach", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one command through the exec engine.
+    Run(run::RunArgs),
+    /// One JSON request on stdin (--json).
+    Exec(run::ExecArgs),
+    /// MCP server on stdio.
+    Serve(mcp::ServeArgs),
+    /// No sandbox on Windows: exits 125.
+    #[command(disable_help_flag = true)]
+    Sandbox(PassThrough),
+    /// Apply a patch (argument or stdin).
+    #[command(name = "apply-patch", disable_help_flag = true)]
+    ApplyPatch(PassThrough),
+    /// What works on this platform.
+    Doctor,
+}
+
+#[derive(Debug, clap::Args)]
+struct PassThrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<OsString>,
+}
+
+fn cli_main(mut ctx: ProcessContext) -> i32 {
+    let argv = std::iter::once(OsString::from("agent-reach")).chain(ctx.args.iter().cloned());
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            let usage = if ctx.args.first().is_some_and(|a| a == "run") {
+                exit_code::INTERNAL
+            } else {
+                exit_code::USAGE
+            };
+            return match err.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    exit_code::SUCCESS
+                }
+                _ => usage,
+            };
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run::main(&args, &ctx),
+        Command::Exec(args) => run::exec_json(&args, &ctx),
+        Command::Serve(args) => mcp::main(&args, &ctx),
+        Command::Sandbox(_) => refuse_sandbox(),
+        Command::ApplyPatch(pass) => {
+            ctx.args = pass.args;
+            crate::apply_patch::command::main(&ctx)
+        }
+        Command::Doctor => crate::stdio::print_or_failure(DOCTOR),
+    }
+}
+
+/// `agent-reach doctor` on Windows.
+const DOCTOR: &str = "\
+agent-reach doctor (Windows)
+  ok    exec engine: CreateProcessW into a job object (kill-on-close); the timeout (124) and kill_session end the whole tree
+  ok    output: the Linux pipeline (clean-up, fold, spill); non-UTF-8 output decoded from the child's code page
+  ok    console code page 65001 when there is a console
+  ok    MCP over stdio (serve), run, exec --json, apply_patch (CRLF kept)
+  ok    session PATH entry: apply_patch.exe, applypatch.exe, agent-reach-exec.exe and .cmd shims
+  no    sandbox: none on Windows; anything but danger-full-access exits 125
+  no    tty: ConPTY is not wired in yet; tty requests run on pipes
+  no    network listeners (serve --listen), the registry tools and the scheduler: Linux only for now
+";

@@ -1,0 +1,334 @@
+"""The Windows test suite: agent-reach.exe under wine64, checked from Linux.
+
+Run by tests/windows/run.sh (which builds the .exe and the shim DLL); every
+test starts the real binary under Wine. Processes are checked from Linux's
+/proc, where every Wine process shows its Windows .exe on its command line.
+Prints one line per test and closes with 'N passed, N failed'.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+EXE = sys.argv[1]
+WINE = os.environ.get("WINE", "/usr/lib/wine/wine64")
+WORK = tempfile.mkdtemp(prefix="agent-reach-windows-", dir=os.environ.get("WORK_ROOT"))
+# One bound for every Wine start: a hung start fails its test, not the run.
+CALL_TIMEOUT = 90
+
+
+def wine(args, stdin=None, env=None, cwd=WORK, timeout=CALL_TIMEOUT):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [WINE, EXE] + args,
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=timeout,
+    )
+
+
+def wine_processes(name):
+    """Linux pids of Wine processes running program `name` (`ping.exe`):
+    the first word of their command line, `C:\\...\\ping.exe` or `ping`."""
+    want = name.lower().removesuffix(".exe")
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        words = cmdline.split()
+        if not words:
+            continue
+        program = words[0].replace("\\", "/").rsplit("/", 1)[-1].lower().removesuffix(".exe")
+        if program == want:
+            found.append(int(pid))
+    return found
+
+
+def wait_for(predicate, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return predicate()
+
+
+def text(completed_stream):
+    return completed_stream.decode("utf-8", "replace")
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+# ---- the tests -------------------------------------------------------------
+
+
+def test_run_passes_the_exit_code_and_stdout_through():
+    done = wine(["run", "--", "cmd", "/c", "echo hello& exit 3"])
+    check(done.returncode == 3, f"exit {done.returncode}, stderr {done.stderr!r}")
+    check(text(done.stdout) == "hello\n", f"stdout {done.stdout!r}")
+
+
+def test_a_missing_command_is_127():
+    done = wine(["run", "--", "no-such-program-here"])
+    check(done.returncode == 127, f"exit {done.returncode}, stderr {done.stderr!r}")
+
+
+def test_the_timeout_is_124_and_ends_the_whole_tree():
+    check(not wine_processes("ping.exe"), "a ping.exe was running before the test")
+    proc = subprocess.Popen(
+        [WINE, EXE, "run", "--timeout-ms", "20000", "--", "cmd", "/c",
+         "start /b ping -n 300 127.0.0.1 >NUL & ping -n 300 127.0.0.1 >NUL"],
+        cwd=WORK, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        both = wait_for(lambda: len(wine_processes("ping.exe")) >= 2, 18)
+        out, err = proc.communicate(timeout=CALL_TIMEOUT)
+    finally:
+        proc.kill()
+    check(both, "the two ping.exe of the tree never showed in /proc")
+    check(proc.returncode == 124, f"exit {proc.returncode}, stderr {err!r}")
+    check(wait_for(lambda: not wine_processes("ping.exe"), 5),
+          f"ping.exe left after the timeout: {wine_processes('ping.exe')}")
+
+
+def test_long_output_is_folded_head_and_tail():
+    done = wine(["run", "--timeout-ms", "80000", "--max-output-tokens", "200", "--",
+                 "cmd", "/c", "for /l %i in (1,1,3000) do @echo line %i"])
+    out = text(done.stdout)
+    check(done.returncode == 0, f"exit {done.returncode}")
+    check(out.startswith("line 1\n"), f"head missing: {out[:80]!r}")
+    check("line 3000" in out, f"tail missing: {out[-80:]!r}")
+    check("omitted" in out and "line 1500\n" not in out, "not folded")
+    check(len(out) < 3000, f"{len(out)} bytes shown for a 200-token budget")
+
+
+def test_gbk_output_comes_back_as_utf8():
+    with open(os.path.join(WORK, "gbk.txt"), "wb") as f:
+        f.write("中文 GBK\r\n".encode("gbk"))
+    # Wine takes the ANSI code page (936) from the Linux locale.
+    done = wine(["run", "--", "cmd", "/c", "type", "gbk.txt"],
+                env={"LANG": "zh_CN.UTF-8", "LC_ALL": "zh_CN.UTF-8"})
+    check(done.returncode == 0, f"exit {done.returncode}")
+    check(text(done.stdout) == "中文 GBK\n", f"stdout {done.stdout!r}")
+    check("code page 936" in text(done.stderr), f"stderr {done.stderr!r}")
+
+
+def test_apply_patch_keeps_a_crlf_file_crlf():
+    target = os.path.join(WORK, "crlf.txt")
+    with open(target, "wb") as f:
+        f.write(b"alpha\r\nbeta\r\ngamma\r\n")
+    patch = ("*** Begin Patch\n*** Update File: crlf.txt\n@@\n alpha\n-beta\n+BETA\n"
+             " gamma\n*** End Patch\n")
+    done = wine(["apply-patch"], stdin=patch.encode())
+    check(done.returncode == 0, f"exit {done.returncode}, {done.stdout!r} {done.stderr!r}")
+    with open(target, "rb") as f:
+        body = f.read()
+    check(body == b"alpha\r\nBETA\r\ngamma\r\n", f"file now {body!r}")
+
+
+def test_exec_json_runs_one_request():
+    request = {"id": 7, "command": ["cmd", "/c", "echo hi"]}
+    done = wine(["exec", "--json"], stdin=json.dumps(request).encode())
+    result = json.loads(done.stdout)
+    check(done.returncode == 0, f"exit {done.returncode}: {result}")
+    check(result["status"] == "success" and result["stdout"] == "hi\n", str(result))
+    check(result["id"] == 7, str(result))
+
+
+def test_the_sandbox_is_refused_not_skipped():
+    sandbox = os.path.join(os.path.dirname(EXE), "agent-reach-sandbox.exe")
+    done = subprocess.run([WINE, sandbox, "--", "cmd", "/c", "echo ran"],
+                          capture_output=True, cwd=WORK, timeout=CALL_TIMEOUT)
+    check(done.returncode == 125, f"agent-reach-sandbox exit {done.returncode}")
+    check(b"no sandbox on Windows" in done.stderr, f"stderr {done.stderr!r}")
+    check(b"ran" not in done.stdout, "the command ran")
+    done = wine(["run", "--sandbox", "workspace-write", "--", "cmd", "/c", "echo ran"])
+    check(done.returncode == 125 and b"ran" not in done.stdout, f"run exit {done.returncode}")
+    request = {"command": ["cmd", "/c", "echo ran"], "sandbox": "read-only"}
+    done = wine(["exec", "--json"], stdin=json.dumps(request).encode())
+    result = json.loads(done.stdout)
+    check(result["status"] == "rejected" and "no sandbox on Windows" in result["error"]["message"],
+          str(result))
+    done = wine(["run", "--sandbox", "danger-full-access", "--", "cmd", "/c", "echo ran"])
+    check(done.returncode == 0 and text(done.stdout) == "ran\n", "danger-full-access did not run")
+
+
+class Mcp:
+    """A stdio MCP client: one JSON-RPC message per line."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            [WINE, EXE, "serve"], cwd=WORK,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.next_id = 1
+        self.call("initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "windows-suite", "version": "1"},
+        })
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message):
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def call(self, method, params):
+        request_id = self.next_id
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"the server closed stdout: {self.proc.stderr.read()!r}")
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                if "error" in message:
+                    raise AssertionError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def tool(self, name, **arguments):
+        result = self.call("tools/call", {"name": name, "arguments": arguments})
+        return result.get("isError", False), result["content"][0]["text"]
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=30)
+        finally:
+            self.proc.kill()
+
+
+def with_mcp(body):
+    client = Mcp()
+    try:
+        body(client)
+    finally:
+        code = client.close()
+    check(code == 0, f"serve exited {code} at stdin EOF")
+
+
+def test_mcp_lists_the_tools_and_runs_a_command():
+    def body(mcp):
+        names = [t["name"] for t in mcp.call("tools/list", {})["tools"]]
+        check(names == ["exec_command", "write_stdin", "list_sessions", "kill_session",
+                        "apply_patch"], str(names))
+        error, reply = mcp.tool("exec_command", cmd="echo from mcp")
+        check(not error and "Process exited with code 0" in reply
+              and "from mcp" in reply, reply)
+    with_mcp(body)
+
+
+def test_mcp_kill_session_ends_the_tree_and_eof_ends_the_rest():
+    def body(mcp):
+        error, reply = mcp.tool("exec_command", cmd="ping -n 300 127.0.0.1",
+                                yield_time_ms=1000)
+        check(not error and "Process running with session ID" in reply, reply)
+        session = int(reply.split("session ID ")[1].split()[0])
+        check(wait_for(lambda: wine_processes("ping.exe"), 10), "ping.exe never started")
+        error, reply = mcp.tool("kill_session", session_id=session)
+        check(not error and "killed" in reply, reply)
+        check(wait_for(lambda: not wine_processes("ping.exe"), 5),
+              f"ping.exe left after kill_session: {wine_processes('ping.exe')}")
+        # A second session, left running: stdin EOF must end it.
+        error, reply = mcp.tool("exec_command", cmd="ping -n 300 127.0.0.1",
+                                yield_time_ms=1000)
+        check("session ID" in reply, reply)
+        check(wait_for(lambda: wine_processes("ping.exe"), 10), "ping.exe never started")
+    with_mcp(body)
+    check(wait_for(lambda: not wine_processes("ping.exe"), 10),
+          f"ping.exe left after the server's end: {wine_processes('ping.exe')}")
+
+
+def test_mcp_sessions_take_input_and_refuse_sandboxes():
+    def body(mcp):
+        error, reply = mcp.tool("exec_command", cmd="set /p name=& echo got %name%",
+                                shell="cmd", yield_time_ms=1000)
+        check("session ID" in reply, reply)
+        session = int(reply.split("session ID ")[1].split()[0])
+        error, reply = mcp.tool("write_stdin", session_id=session, chars="wine\r\n",
+                                yield_time_ms=5000)
+        check("got wine" in reply and "exited with code 0" in reply, reply)
+        error, reply = mcp.tool("exec_command", cmd="echo ran", sandbox="read-only")
+        check(error and "no sandbox on Windows" in reply, reply)
+    with_mcp(body)
+
+
+def test_the_session_path_entry_has_the_names_and_shims():
+    def body(mcp):
+        error, reply = mcp.tool("exec_command", cmd="echo %PATH%", shell="cmd")
+        first = reply.split("Output:\n", 1)[1].split(";")[0].strip()
+        error, listing = mcp.tool("exec_command", cmd=f'dir /b "{first}"', shell="cmd")
+        for name in ["apply_patch.exe", "applypatch.exe", "agent-reach-exec.exe",
+                     "apply_patch.cmd", "applypatch.cmd", "agent-reach-exec.cmd",
+                     "agent-reach-sandbox.exe"]:
+            check(name in listing, f"{name} not in {first}: {listing}")
+        with open(os.path.join(WORK, "viapath.txt"), "wb") as f:
+            f.write(b"one\r\ntwo\r\n")
+        patch = "*** Begin Patch\n*** Update File: viapath.txt\n@@\n-two\n+TWO\n*** End Patch\n"
+        with open(os.path.join(WORK, "p.patch"), "w") as f:
+            f.write(patch)
+        for name in ["applypatch.exe", "apply_patch"]:
+            error, reply = mcp.tool("exec_command", cmd=f"{name} --help", shell="cmd")
+            check("usage: apply_patch" in reply and "code 0" in reply, f"{name}: {reply}")
+        error, reply = mcp.tool("exec_command", cmd="apply_patch < p.patch", shell="cmd")
+        check("Success." in reply, reply)
+        error, reply = mcp.tool("exec_command", cmd="agent-reach-exec -- cmd /c exit 4",
+                                shell="cmd")
+        check("exited with code 4" in reply, reply)
+    with_mcp(body)
+    with open(os.path.join(WORK, "viapath.txt"), "rb") as f:
+        body_bytes = f.read()
+    check(body_bytes == b"one\r\nTWO\r\n", f"viapath.txt now {body_bytes!r}")
+
+
+def test_mcp_apply_patch_tool_keeps_crlf():
+    target = os.path.join(WORK, "tool.txt")
+    with open(target, "wb") as f:
+        f.write(b"x\r\ny\r\n")
+
+    def body(mcp):
+        error, reply = mcp.tool("apply_patch", input=(
+            "*** Begin Patch\n*** Update File: tool.txt\n@@\n x\n-y\n+Y\n*** End Patch\n"))
+        check(not error and "M tool.txt" in reply, reply)
+    with_mcp(body)
+    with open(target, "rb") as f:
+        check(f.read() == b"x\r\nY\r\n", "tool.txt lost its CRLF")
+
+
+def main():
+    tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_")]
+    only = os.environ.get("ONLY")
+    passed = failed = 0
+    for name, fn in tests:
+        if only and only not in name:
+            continue
+        started = time.monotonic()
+        try:
+            fn()
+        except Exception as error:  # noqa: BLE001 - every failure is reported
+            failed += 1
+            print(f"FAIL {name} ({time.monotonic() - started:.1f}s): {error}", flush=True)
+        else:
+            passed += 1
+            print(f"ok   {name} ({time.monotonic() - started:.1f}s)", flush=True)
+    print("LIMIT tty: no ConPTY yet on Windows: tty requests run on pipes (and say so)")
+    print(f"windows: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
