@@ -13,6 +13,10 @@ use std::time::Duration;
 
 use tracing_subscriber::EnvFilter;
 
+/// The caller a record names when its door names none: the local user
+/// (the scheduler's default caller too).
+pub(crate) const LOCAL_CALLER: &str = "local";
+
 /// The environment variable that overrides the log filter (`info` by default).
 pub(crate) const LOG_FILTER_VAR: &str = "AGENT_REACH_LOG";
 
@@ -177,7 +181,7 @@ pub(crate) fn execution(event: &ExecutionEvent<'_>) {
         (_, None) if event.session_id.is_some() => "running",
         (state, _) => state,
     };
-    let mut record = ExecutionRecord::now("mcp", crate::scheduler::LOCAL_CALLER, event.cwd, status);
+    let mut record = ExecutionRecord::now("mcp", LOCAL_CALLER, event.cwd, status);
     record.tool = Some(event.tool.to_owned());
     record.argv = Some(event.argv.to_vec());
     record.exit_code = event.exit_code;

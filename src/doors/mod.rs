@@ -6,6 +6,10 @@
 
 #![deny(clippy::disallowed_methods, clippy::disallowed_types)]
 
+mod context;
+
+pub(crate) use context::{DoorContext, serve_door};
+
 pub(crate) mod envd;
 pub(crate) mod mcp;
 pub(crate) mod mcp_http;

@@ -68,8 +68,8 @@ fn render(request: &Request) -> RenderOptions {
     }
 }
 
-/// A tool without `timeout` is killed after this long.
-pub(crate) const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+/// A tool without `timeout` is killed after this long (the registry's).
+pub(crate) use crate::registry::model::DEFAULT_TOOL_TIMEOUT;
 /// A one-shot raw command without `timeout_ms` is killed after this long
 /// (as `run --timeout-ms`' default).
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);

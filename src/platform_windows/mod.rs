@@ -29,8 +29,8 @@ use std::ffi::OsString;
 use clap::{Parser, Subcommand};
 
 use crate::context::ProcessContext;
-use crate::dispatch::Personality;
 use crate::exit_code;
+use crate::personality::Personality;
 
 /// What every sandbox request gets on Windows.
 pub(crate) const NO_SANDBOX: &str = "no sandbox on Windows: only --sandbox danger-full-access can run (the command would run unconfined)";

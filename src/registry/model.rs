@@ -208,6 +208,8 @@ pub(crate) struct SandboxSettings {
 pub(crate) use crate::exec::pids_limit::DEFAULT_PIDS_LIMIT;
 /// The longest timeout a caller may ask for (`[limits] max_timeout_ms`).
 pub(crate) const DEFAULT_MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// A tool without `timeout` is killed after this long.
+pub(crate) const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 /// The largest output budget a caller may ask for (`[limits] max_output_tokens`).
 pub(crate) const DEFAULT_MAX_OUTPUT_TOKENS_LIMIT: usize = 100_000;
 

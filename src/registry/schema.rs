@@ -27,7 +27,7 @@ impl ToolSpec {
     pub(crate) fn model_description(&self) -> String {
         let timeout = self
             .timeout
-            .unwrap_or(crate::plan::DEFAULT_TOOL_TIMEOUT)
+            .unwrap_or(super::model::DEFAULT_TOOL_TIMEOUT)
             .as_secs_f64();
         let network = if self.network {
             "needs the network"

@@ -49,7 +49,7 @@ pub(crate) use state::Limits;
 use state::{State, WaitKey};
 
 /// The caller a request counts as when its door names none.
-pub(crate) const LOCAL_CALLER: &str = "local";
+pub(crate) use crate::logging::LOCAL_CALLER;
 
 /// How often the head of the queue looks for a slot another process freed.
 const MACHINE_POLL: Duration = Duration::from_millis(5);

@@ -19,8 +19,8 @@ use tokio_util::io::ReaderStream;
 
 use super::EnvdState;
 use crate::gate::Caller;
+use crate::gate::MAX_BODY_BYTES;
 use crate::plan::FileOp;
-use crate::serve::listen::MAX_BODY_BYTES;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
 use crate::workspace::{Workspace, WorkspaceError};
 

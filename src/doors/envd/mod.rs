@@ -36,9 +36,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::doors::DoorContext;
+use crate::gate::MAX_BODY_BYTES;
 use crate::gate::auth::Credential;
 use crate::gate::{DoorRules, Refusal};
-use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 use connect::{Code, ConnectError};
 
 /// The header carrying envd's access token.
@@ -130,14 +131,14 @@ pub(crate) struct EnvdState {
 
 /// Serves envd on `listener` until `shared.shutdown`; the processes it
 /// started end with the broker's session table when the server stops.
-pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
     let state = EnvdState {
         broker: shared.broker.clone(),
         shutdown: shared.shutdown.clone(),
         procs: procs::ProcTable::default(),
         init: InitState::default(),
     };
-    crate::serve::listen::serve_door(listener, &shared, RULES, router(state)).await
+    crate::doors::serve_door(listener, &shared, RULES, router(state)).await
 }
 
 /// The routes (the gate lets `/health` through without the token).

@@ -21,8 +21,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
+use crate::doors::DoorContext;
+use crate::gate::MAX_BODY_BYTES;
 use crate::gate::{DoorRules, Refusal, hosts};
-use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 
 /// The path the MCP endpoint is served at.
 pub(crate) const MCP_PATH: &str = "/mcp";
@@ -50,13 +51,13 @@ pub(crate) const RULES: DoorRules = DoorRules {
 const REFUSED_CODE: i64 = -32001;
 
 /// Serves MCP on `listener` until `shared.shutdown` is cancelled.
-pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
     let app = router(local, &shared);
     tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
-    crate::serve::listen::serve_door(listener, &shared, RULES, app).await
+    crate::doors::serve_door(listener, &shared, RULES, app).await
 }
 
 /// A refusal of the gate as a JSON-RPC error with its HTTP status (and
@@ -82,7 +83,7 @@ fn json_rpc_refusal(refusal: &Refusal) -> axum::response::Response {
 }
 
 /// `/mcp` and `/healthz` (the gate lets the latter through without a token).
-fn router(local: std::net::SocketAddr, shared: &Shared) -> Router {
+fn router(local: std::net::SocketAddr, shared: &DoorContext) -> Router {
     let interfaces = if local.ip().is_unspecified() {
         hosts::interface_addresses()
     } else {

@@ -38,11 +38,12 @@ use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::doors::DoorContext;
+use crate::gate::MAX_BODY_BYTES;
 use crate::gate::{Caller, DoorRules};
 use crate::plan::{FileOp, Rejection};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
-use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 use crate::workspace::fs::Node;
 use crate::workspace::upload::{UploadError, blocking, write_stream};
 use crate::workspace::{EntryKind, Workspace, WorkspaceError};
@@ -62,7 +63,7 @@ struct RuntimeState {
 /// Serves the runtime API on `listener` until `shared.shutdown`. A command
 /// still running then is killed with its request (its future is dropped,
 /// and the engine kills the whole group on drop), so nothing outlives it.
-pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
     let state = RuntimeState {
         broker: shared.broker.clone(),
         shutdown: shared.shutdown.clone(),
@@ -80,7 +81,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
         .fallback(|| async { message(StatusCode::NOT_FOUND, "Not Found".to_owned()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state);
-    crate::serve::listen::serve_door(listener, &shared, RULES, app).await
+    crate::doors::serve_door(listener, &shared, RULES, app).await
 }
 
 /// What the gate holds the runtime API to: the bearer token but on its

@@ -26,9 +26,9 @@ use tonic::{Request, Response, Status};
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::doors::DoorContext;
 use crate::exec::{Attach, ExecError, Execution};
 use crate::gate::{Caller, DoorRules, Refusal};
-use crate::serve::listen::Shared;
 use plan::{ProcessRequest, broker_status};
 use proto::process_v1::process_service_server::{ProcessService, ProcessServiceServer};
 use proto::process_v1::{
@@ -55,7 +55,10 @@ fn caller_of<T>(request: &Request<T>) -> Result<Caller, Status> {
 
 /// Serves the listener until `shared.shutdown`, then kills every process
 /// its streams still run and returns.
-pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> Result<(), String> {
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: DoorContext,
+) -> Result<(), String> {
     let service = Service {
         broker: shared.broker.clone(),
         shutdown: shared.shutdown.clone(),
@@ -70,7 +73,7 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, shared: Shared) -> 
     let app = tonic::service::Routes::new(front)
         .prepare()
         .into_axum_router();
-    let served = crate::serve::listen::serve_door(listener, &shared, RULES, app).await;
+    let served = crate::doors::serve_door(listener, &shared, RULES, app).await;
     // Streams end on the shutdown themselves; whatever a task had not
     // seen yet ends with the broker's table when the server stops.
     served

@@ -39,8 +39,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::doors::DoorContext;
+use crate::gate::MAX_BODY_BYTES;
 use crate::gate::{DoorRules, Refusal};
-use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 use crate::workspace::WorkspaceError;
 
 /// Only variables with this prefix are shown on `/v1/metadata` (the
@@ -64,14 +65,14 @@ pub(crate) struct RestState {
 
 /// Serves the REST API on `listener` until `shared.shutdown`; it starts no
 /// process, so nothing is left to kill when it returns.
-pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
     let state = RestState {
         broker: shared.broker.clone(),
         metadata_env: Arc::new(metadata_env(shared.server.env())),
         started: Instant::now(),
         shutdown: shared.shutdown.clone(),
     };
-    crate::serve::listen::serve_door(listener, &shared, RULES, router(state)).await
+    crate::doors::serve_door(listener, &shared, RULES, router(state)).await
 }
 
 /// What the gate holds the REST API to: the bearer token but on

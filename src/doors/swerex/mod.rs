@@ -43,12 +43,13 @@ use self::error::{PyClass, SwerexError, invalid};
 use self::model::{Action, CommandLine};
 use self::session::BashSession;
 use crate::broker::Broker;
+use crate::doors::DoorContext;
 use crate::exec::Execution;
 use crate::gate::Caller;
+use crate::gate::MAX_BODY_BYTES;
 use crate::gate::auth::Credential;
 use crate::gate::{DoorRules, Refusal};
 use crate::plan::FileOp;
-use crate::serve::listen::{MAX_BODY_BYTES, Shared};
 
 /// The header carrying the token.
 const API_KEY_HEADER: &str = "x-api-key";
@@ -136,7 +137,7 @@ async fn close_entry(entry: &Entry) {
 
 /// Serves the SWE-ReX API on `listener` until `shared.shutdown`; every
 /// session is killed before it returns.
-pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), String> {
+pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
     session::sweep_stale_dirs();
     let state = Arc::new(SwerexState {
         base: files::base_dir(shared.broker.root()),
@@ -151,7 +152,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: Shared) -> Result<(), S
     let shutdown = shared.shutdown.clone();
     let server = async {
         let (served, ()) = tokio::join!(
-            crate::serve::listen::serve_door(listener, &shared, RULES, router(state.clone())),
+            crate::doors::serve_door(listener, &shared, RULES, router(state.clone())),
             async move {
                 shutdown.cancelled().await;
                 closing.close_all().await;

@@ -1,13 +1,12 @@
 //! The network doors of `agent-reach serve --listen PROTOCOL=ADDR`: what each
 //! listener speaks ([`Protocol`]), where ([`ListenSpec`]), who may talk to it
 //! ([`auth`]), and the one loop that binds them all and stops them together.
-//! Every listener is served through the gate ([`serve_door`]).
+//! Every listener is served through the gate (`crate::doors::serve_door`).
 //!
-//! Every listener of one process shares one [`Shared`]: the dispatcher (the
-//! registry, the operator's policy, the plan stage, the scheduler and the
-//! metrics), the MCP server's session table, the token, and the shutdown
-//! signal. A protocol module is an adapter: it turns its requests into plan
-//! requests and its replies from the engine's results; it never spawns.
+//! Every listener of one process is handed one [`Shared`]
+//! (`crate::doors::DoorContext`): the broker, the MCP server, the gate's
+//! settings and the shutdown signal — never the dispatcher. A protocol
+//! module is an adapter on the broker.
 
 pub(crate) mod addr;
 pub(crate) mod auth;
@@ -15,13 +14,11 @@ pub(crate) mod auth;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 pub(crate) use addr::{ListenSpec, Protocol};
 pub(crate) use auth::Auth;
 
-use crate::broker::Broker;
-use crate::doors::mcp::server::AgentReachServer;
+pub(crate) use crate::doors::DoorContext as Shared;
 
 /// `--client-idle-timeout` when not given: an MCP client silent this long
 /// loses its sessions.
@@ -31,32 +28,6 @@ pub(crate) const DEFAULT_CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(180
 pub(crate) const DEFAULT_MAX_CLIENTS: usize = 256;
 /// `--max-sessions-per-client` when not given.
 pub(crate) const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 64;
-pub(crate) use crate::gate::MAX_BODY_BYTES;
-
-/// What every listener of one `serve` process shares.
-#[derive(Clone)]
-pub(crate) struct Shared {
-    /// What every door plans, starts and reaches files through.
-    pub(crate) broker: Broker,
-    /// The MCP tools and their session table.
-    pub(crate) server: AgentReachServer,
-    /// The token every request must carry, or none (`--no-auth`, loopback).
-    pub(crate) auth: Auth,
-    /// Extra `Host` header values the HTTP listeners accept (`--allowed-host`).
-    pub(crate) allowed_hosts: Vec<String>,
-    /// `--client-idle-timeout`.
-    pub(crate) client_idle_timeout: Duration,
-    /// `--max-sessions-per-client`.
-    pub(crate) max_sessions_per_client: usize,
-    /// `--max-clients`: MCP client sessions over HTTP at once.
-    pub(crate) max_clients: usize,
-    /// The connection bounds of every listener (`--max-connections`, the
-    /// header and idle timeouts).
-    pub(crate) limits: crate::gate::Limits,
-    /// Cancelled once, when the server stops (signal): every listener stops
-    /// accepting and its sessions are killed.
-    pub(crate) shutdown: CancellationToken,
-}
 
 /// Why a listener could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -74,30 +45,6 @@ pub(crate) enum ListenError {
         addr: std::net::SocketAddr,
         message: String,
     },
-}
-
-/// Serves a door's `app` on `listener` behind the gate with its `rules`
-/// (the listener's hosts, the token, the connection bounds) until
-/// `shared.shutdown`; returns once every connection has ended.
-pub(crate) async fn serve_door(
-    listener: TcpListener,
-    shared: &Shared,
-    rules: crate::gate::DoorRules,
-    app: axum::Router,
-) -> Result<(), String> {
-    let local = listener
-        .local_addr()
-        .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let gate = crate::gate::Gate::new(local, &shared.allowed_hosts, shared.auth.clone(), rules);
-    crate::gate::serve(
-        listener,
-        gate,
-        app,
-        shared.limits.clone(),
-        shared.shutdown.clone(),
-    )
-    .await;
-    Ok(())
 }
 
 /// Binds every listener first (so a port in use fails the start before
