@@ -24,6 +24,9 @@ use crate::personality::PERSONALITY_NAMES;
 
 /// The lock file held inside each session PATH directory.
 pub const LOCK_FILE_NAME: &str = ".lock";
+/// The lock file's name while it is being locked, before it is renamed to
+/// [`LOCK_FILE_NAME`].
+const LOCK_PENDING_NAME: &str = ".lock.pending";
 /// A directory with no lock file yet may be one being created right now by
 /// another start; it is only swept once it is older than this.
 const UNLOCKED_GRACE: Duration = Duration::from_secs(60);
@@ -74,7 +77,17 @@ impl PathGuard {
         // From here on our drop removes it (by name, without listing it).
         let dir = dir.keep();
         let mut guard = Self { dir, lock: None };
-        guard.lock = Some(lock_file(&guard.dir.join(LOCK_FILE_NAME), true)?);
+        // Locked under another name, then renamed into place: a sibling's
+        // sweep that finds `.lock` always finds it held (created as `.lock`
+        // and locked after, a sweep between the two removed a live start's
+        // directory).
+        let pending = guard.dir.join(LOCK_PENDING_NAME);
+        guard.lock = Some(lock_file(&pending, true)?);
+        let lock_path = guard.dir.join(LOCK_FILE_NAME);
+        fs::rename(&pending, &lock_path).map_err(|source| PathGuardError::Lock {
+            path: lock_path,
+            source,
+        })?;
         for (name, _) in PERSONALITY_NAMES {
             link_executable(exe, &guard.dir.join(link_file_name(name)))?;
         }
