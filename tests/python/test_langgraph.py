@@ -14,7 +14,9 @@ def test_one_structured_tool_per_registry_tool(registry, project, env):
         made = {tool.name: tool for tool in tools(client)}
     assert {"echo_msg", "count", "slow", "nap", "noop", "show_secret"} <= set(made)
     assert "msg" in made["echo_msg"].args
-    assert made["echo_msg"].description == "Print a message"
+    # The model is told the tool's description, then its timeout and
+    # network need (as MCP's tools/list says them).
+    assert made["echo_msg"].description == "Print a message\n\nTimeout: 600 s; no network."
 
 
 def test_a_tool_node_runs_registry_tools_from_tool_calls(registry, project, env):
