@@ -77,3 +77,9 @@ where
     blocking(move || pending.commit()).await?;
     Ok(written)
 }
+
+/// The bytes of a file the workspace opened, as a stream for a reply body
+/// (a download): read as the client takes them, never whole in memory.
+pub(crate) fn read_stream(file: std::fs::File) -> tokio_util::io::ReaderStream<tokio::fs::File> {
+    tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file))
+}

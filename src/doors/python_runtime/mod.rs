@@ -34,7 +34,6 @@ use axum::{Extension, Router};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::net::TcpListener;
-use tokio_util::io::ReaderStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
@@ -350,7 +349,7 @@ async fn download(
                     (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
                     (header::CONTENT_LENGTH, size.to_string()),
                 ],
-                Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file))),
+                Body::from_stream(crate::workspace::upload::read_stream(file)),
             )
                 .into_response(),
             Err(e @ (WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. })) => {

@@ -11,7 +11,6 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
-use tokio_util::io::ReaderStream;
 
 use super::{ApiError, RestState};
 use crate::broker::Files;
@@ -74,7 +73,7 @@ pub(crate) async fn get_file(
     .await?;
     match opened {
         Ok((file, size, modified)) => {
-            let stream = ReaderStream::new(tokio::fs::File::from_std(file));
+            let stream = crate::workspace::upload::read_stream(file);
             Ok((
                 [
                     (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
