@@ -83,3 +83,60 @@ where
 pub(crate) fn read_stream(file: std::fs::File) -> tokio_util::io::ReaderStream<tokio::fs::File> {
     tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file))
 }
+
+/// An upload's bytes, spooled to an unnamed temporary file as they arrive
+/// (`O_TMPFILE` where the kernel has it): never in memory, and gone with
+/// the last handle whatever happens, a killed server included.
+#[derive(Debug)]
+pub(crate) struct Spool {
+    file: std::fs::File,
+    len: u64,
+}
+
+impl Spool {
+    /// Writes `body` to a new spool file, at most `limit` bytes.
+    pub(crate) async fn fill<S, E>(mut body: S, limit: usize) -> Result<Self, UploadError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: Display,
+    {
+        use std::io::Seek;
+        let io = |source| {
+            UploadError::Workspace(WorkspaceError::Io {
+                path: String::new(),
+                source,
+            })
+        };
+        let file = blocking(|| {
+            tempfile::tempfile().map_err(|source| WorkspaceError::Io {
+                path: String::new(),
+                source,
+            })
+        })
+        .await?;
+        let mut file = tokio::fs::File::from_std(file);
+        let mut len: u64 = 0;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| UploadError::Body(e.to_string()))?;
+            len += chunk.len() as u64;
+            if len > limit as u64 {
+                return Err(UploadError::TooLarge { limit });
+            }
+            file.write_all(&chunk).await.map_err(io)?;
+        }
+        file.flush().await.map_err(io)?;
+        let mut file = file.into_std().await;
+        file.rewind().map_err(io)?;
+        Ok(Self { file, len })
+    }
+
+    /// How many bytes it holds.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The file, at its start.
+    pub(crate) fn into_file(self) -> std::fs::File {
+        self.file
+    }
+}

@@ -17,13 +17,12 @@
 //! An upload is spooled to an unnamed temporary file as it arrives
 //! ([`Spool`]), never held in memory; the kernel frees it whatever happens.
 
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use axum::body::Bytes;
-use tokio::io::AsyncWriteExt;
-use tokio_stream::{Stream, StreamExt};
+use tokio_stream::Stream;
 
 use super::error::{PyClass, SwerexError};
 use super::model::{ReadFile, WriteFile};
@@ -32,7 +31,8 @@ use crate::gate::Caller;
 use crate::plan::{FileOp, FilePermit, Rejection};
 use crate::registry::kinds;
 use crate::workspace::fs::Node;
-use crate::workspace::upload::blocking;
+pub(crate) use crate::workspace::upload::Spool;
+use crate::workspace::upload::UploadError;
 use crate::workspace::{Target, Workspace, WorkspaceError};
 
 /// The file name an upload without one is saved under in a directory.
@@ -213,67 +213,23 @@ fn existing_mode(workspace: &Workspace, target: &Target) -> Option<u32> {
     Some(file.metadata().ok()?.permissions().mode() & 0o7777)
 }
 
-/// An upload's bytes, spooled to an unnamed temporary file as they arrive
-/// (`O_TMPFILE` where the kernel has it): never in memory, and gone with
-/// the last handle whatever happens, a killed server included.
-#[derive(Debug)]
-pub(crate) struct Spool {
-    file: std::fs::File,
-    len: u64,
-}
-
-impl Spool {
-    /// Writes `body` to a new spool file, at most `limit` bytes.
-    pub(crate) async fn fill<S, E>(mut body: S, limit: usize) -> Result<Self, SwerexError>
-    where
-        S: Stream<Item = Result<Bytes, E>> + Unpin,
-        E: std::fmt::Display,
-    {
-        let spool_error =
-            |e: std::io::Error| SwerexError::Internal(format!("cannot spool the upload: {e}"));
-        let file = blocking(|| {
-            tempfile::tempfile().map_err(|source| WorkspaceError::Io {
-                path: String::new(),
-                source,
-            })
-        })
-        .await
-        .map_err(|e| SwerexError::Internal(format!("cannot spool the upload: {e}")))?;
-        let mut file = tokio::fs::File::from_std(file);
-        let mut len: u64 = 0;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| {
-                super::error::invalid(
-                    "value_error",
-                    &["body", "file"],
-                    &e.to_string(),
-                    &serde_json::Value::Null,
-                )
-            })?;
-            len += chunk.len() as u64;
-            if len > limit as u64 {
-                return Err(SwerexError::raise(
-                    PyClass::Value,
-                    format!("the upload is larger than the limit of {limit} bytes"),
-                ));
-            }
-            file.write_all(&chunk).await.map_err(spool_error)?;
-        }
-        file.flush().await.map_err(spool_error)?;
-        let mut file = file.into_std().await;
-        file.rewind().map_err(spool_error)?;
-        Ok(Self { file, len })
-    }
-
-    /// How many bytes it holds.
-    pub(crate) fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// The file, at its start.
-    pub(crate) fn into_file(self) -> std::fs::File {
-        self.file
-    }
+/// Spools an upload's `body` (at most `limit` bytes) to an unnamed
+/// temporary file, its failures the client's exceptions.
+pub(crate) async fn spool<S, E>(body: S, limit: usize) -> Result<Spool, SwerexError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    Spool::fill(body, limit).await.map_err(|e| match e {
+        UploadError::Body(message) => super::error::invalid(
+            "value_error",
+            &["body", "file"],
+            &message,
+            &serde_json::Value::Null,
+        ),
+        UploadError::TooLarge { .. } => SwerexError::raise(PyClass::Value, e.to_string()),
+        UploadError::Workspace(e) => SwerexError::Internal(format!("cannot spool the upload: {e}")),
+    })
 }
 
 /// `/upload`: the spooled bytes saved at `target_path` (inside it, under
@@ -305,7 +261,7 @@ pub(crate) async fn upload(
         } else {
             (target, target_path.clone())
         };
-        save(&files, &target, &shown, spool.file, NEW_FILE_MODE)
+        save(&files, &target, &shown, spool.into_file(), NEW_FILE_MODE)
     })
     .await
 }

@@ -528,7 +528,7 @@ async fn upload(
         match field.name() {
             Some("file") => {
                 let name = field.file_name().map(str::to_owned);
-                file = Some((name, files::Spool::fill(field, MAX_BODY_BYTES).await?));
+                file = Some((name, files::spool(field, MAX_BODY_BYTES).await?));
             }
             Some("target_path") => target_path = Some(field.text().await.map_err(bad_form)?),
             Some("unzip") => {
