@@ -15,7 +15,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use tokio_util::io::ReaderStream;
 
 use super::EnvdState;
 use crate::gate::Caller;
@@ -132,7 +131,7 @@ pub(crate) async fn get_file(
             (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
             (header::CONTENT_LENGTH, size.to_string()),
         ],
-        Body::from_stream(ReaderStream::new(tokio::fs::File::from_std(file))),
+        Body::from_stream(crate::workspace::upload::read_stream(file)),
     )
         .into_response())
 }
