@@ -233,7 +233,16 @@ impl Broker {
             .planner()
             .plan_file(op, paths, Door::Listener)?;
         tracing::debug!(caller = %caller, op = op.verb(), "file operation");
-        Ok(Files::new(permit, self.inner.workspace.clone()))
+        let writable = self
+            .inner
+            .dispatcher
+            .planner()
+            .policy()
+            .writable_roots
+            .iter()
+            .map(|root| Workspace::new(root))
+            .collect();
+        Ok(Files::new(permit, self.inner.workspace.clone(), writable))
     }
 
     fn plan(&self, caller: &Caller, request: &Request) -> Result<Plan, Rejection> {
