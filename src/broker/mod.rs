@@ -30,7 +30,7 @@ pub(crate) use sessions::{SessionLedger, SessionTicket, SessionsFull};
 use crate::exec::{Attach, Completed, ExecError, Execution};
 use crate::gate::Caller;
 use crate::plan::sandbox::ReportGuard;
-use crate::plan::{Dispatcher, Door, FileOp, Plan, Rejection, Request};
+use crate::plan::{Background, Dispatcher, Door, FileOp, Plan, Rejection, Request};
 use crate::registry::model::LimitSettings;
 use crate::result::NormalizedResult;
 use crate::workspace::Workspace;
@@ -219,6 +219,48 @@ impl Broker {
         })
     }
 
+    /// Runs a one-shot command for `caller` the way `envd` and `daytona`
+    /// users rely on: what it leaves running in the background
+    /// (`server > log 2>&1 &`) lives on, seated in the session table under
+    /// `caller` (`what` names it there) until it is all gone, killed, or the
+    /// server stops. A timeout still kills the whole tree.
+    #[expect(
+        dead_code,
+        reason = "the daytona door's process/execute is its first user"
+    )]
+    pub(crate) async fn run_leaving_background(
+        &self,
+        caller: &Caller,
+        mut request: Request,
+        what: &str,
+    ) -> NormalizedResult {
+        let broker = self.clone();
+        let owner = caller.clone();
+        let what = what.to_owned();
+        request.background = Some(Background::new(move |remainder| {
+            broker.keep_background(&owner, remainder, &what);
+        }));
+        self.run(caller, request).await
+    }
+
+    /// Seats what `remainder` left running under `caller` and holds it on
+    /// a task of its own; with no seat free it is killed at once (the caps
+    /// hold for background processes too).
+    pub(crate) fn keep_background(&self, caller: &Caller, remainder: Execution, what: &str) {
+        match self.inner.sessions.admit(caller, what) {
+            Ok(ticket) => {
+                ticket.hold(&remainder);
+                tokio::spawn(hold_background(remainder, ticket));
+            }
+            Err(full) => {
+                tracing::warn!(caller = %caller, what, "background processes killed: {full}");
+                tokio::spawn(async move {
+                    remainder.terminate().await;
+                });
+            }
+        }
+    }
+
     /// A file operation for `caller`: planned like a command (the policy
     /// may refuse it), then the workspace to do it in.
     pub(crate) fn files(
@@ -252,6 +294,28 @@ impl Broker {
             .planner()
             .plan(request, Door::Listener)
     }
+}
+
+/// How often a held background is looked at to see whether it is gone.
+const BACKGROUND_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Holds what a command left running in its seat (`ticket`, marked as
+/// background) until none of it is left: ended by itself, killed through
+/// its door or the session table, or at the server's stop. Then the
+/// execution is settled (reaped, its cgroup released) and the seat freed.
+pub(crate) async fn hold_background(remainder: Execution, ticket: SessionTicket) {
+    ticket.leave_in_background();
+    tracing::info!(
+        session = ticket.id(),
+        pid = remainder.pid(),
+        "a command's background processes live on"
+    );
+    while remainder.has_remainder().await {
+        tokio::time::sleep(BACKGROUND_POLL).await;
+    }
+    remainder.settle().await;
+    tracing::info!(session = ticket.id(), "background processes gone");
+    drop(ticket);
 }
 
 fn capped_names(plan: &Plan) -> Vec<String> {
