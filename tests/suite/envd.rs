@@ -132,22 +132,7 @@ fn frames(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
 }
 
 fn decoded(b64: &Value) -> String {
-    // The proto3 JSON mapping writes bytes in standard base64.
-    let text = b64.as_str().unwrap();
-    let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut bits = 0u32;
-    let mut n = 0;
-    let mut out = Vec::new();
-    for c in text.bytes().filter(|c| *c != b'=') {
-        bits = (bits << 6) | table.iter().position(|t| *t == c).unwrap() as u32;
-        n += 6;
-        if n >= 8 {
-            n -= 8;
-            out.push((bits >> n) as u8);
-            bits &= (1 << n) - 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
+    String::from_utf8(crate::common::base64_decode(b64.as_str().unwrap())).unwrap()
 }
 
 fn bash(script: &str) -> Value {
