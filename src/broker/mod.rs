@@ -15,6 +15,7 @@
 //! Every request of a remote door is planned as [`Door::Listener`]: the
 //! operator's policy, with nobody there to approve.
 
+pub(crate) mod asking;
 pub(crate) mod files;
 pub(crate) mod scratch;
 pub(crate) mod sessions;
@@ -24,6 +25,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) use asking::{Answer, Approver, Planned, StartedSession};
 pub(crate) use files::Files;
 pub(crate) use sessions::{SessionLedger, SessionTicket, SessionsFull};
 
@@ -144,6 +146,27 @@ impl Broker {
     /// The operator's `[limits]`.
     pub(crate) fn limits(&self) -> LimitSettings {
         self.inner.dispatcher.planner().limits()
+    }
+
+    /// The registry the operator serves (its tools, as a door lists them).
+    pub(crate) fn registry(&self) -> &crate::registry::Registry {
+        self.inner.dispatcher.registry()
+    }
+
+    /// The counters every door's calls are counted in.
+    pub(crate) fn metrics(&self) -> Arc<crate::registry::metrics::Metrics> {
+        self.inner.dispatcher.metrics()
+    }
+
+    /// `text` with the registry's secrets replaced (for a log line).
+    pub(crate) fn redact(&self, text: &str) -> String {
+        self.inner.dispatcher.redact(text)
+    }
+
+    /// The operator's `allow_raw_commands`: whether a door offers its
+    /// shell tools at all.
+    pub(crate) fn allows_raw_commands(&self) -> bool {
+        self.inner.dispatcher.planner().policy().allow_raw_commands
     }
 
     /// The one session table of every door.
