@@ -149,7 +149,7 @@ impl Broker {
     }
 
     /// The registry the operator serves (its tools, as a door lists them).
-    pub(crate) fn registry(&self) -> &crate::registry::Registry {
+    pub(crate) fn registry(&self) -> Arc<crate::registry::Registry> {
         self.inner.dispatcher.registry()
     }
 

@@ -48,7 +48,7 @@ pub(crate) fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
         }
     };
     init_logging(&ctx);
-    let (_root, dispatcher) =
+    let (root, dispatcher) =
         match args
             .registry
             .session_dispatcher(&ctx, &session, None, Vec::new())
@@ -72,7 +72,22 @@ pub(crate) fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
     let code = if args.json {
         runtime.block_on(one(dispatcher))
     } else {
-        runtime.block_on(stream(dispatcher))
+        // A long-lived stream reloads its registry at SIGHUP, as `serve`.
+        let reloading = {
+            let _entered = runtime.enter();
+            crate::plan::source::reload_on_hangup(
+                args.registry.clone(),
+                root,
+                dispatcher.clone(),
+                || async {},
+            )
+            .map(|reload| runtime.spawn(reload))
+        };
+        let code = runtime.block_on(stream(dispatcher));
+        if let Some(reloading) = reloading {
+            reloading.abort();
+        }
+        code
     };
     // Commands still running (a broken pipe cut the stream) are killed as
     // their tasks drop with the runtime.

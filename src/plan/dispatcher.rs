@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -72,18 +72,74 @@ pub(crate) enum DispatcherError {
 
 /// Answers requests; shared by every task of a server (`Send + Sync`).
 pub(crate) struct Dispatcher {
-    registry: Arc<Registry>,
-    planner: Planner,
+    /// The registry and the planner over it, swapped whole by a reload
+    /// (`SIGHUP`): a request plans under one or the other, never a mix, and
+    /// a command keeps the plan it started with.
+    loaded: RwLock<Loaded>,
+    /// What a reload builds the next planner with.
+    config: DispatcherConfig,
     scheduler: Scheduler,
     cache: Arc<ResultCache>,
     metrics: Arc<Metrics>,
     runner: Arc<dyn Runner>,
 }
 
+/// One loaded registry and the planner over it.
+#[derive(Clone)]
+struct Loaded {
+    registry: Arc<Registry>,
+    planner: Arc<Planner>,
+}
+
+impl Loaded {
+    /// The planner over `registry` for a process configured by `config`:
+    /// its secrets loaded, the files a sandboxed command must not read.
+    fn new(registry: Registry, config: &DispatcherConfig) -> Result<Self, DispatcherError> {
+        let secrets_file = registry.settings.secrets_file.clone().or_else(|| {
+            config
+                .env
+                .get(&OsString::from(SECRETS_FILE_VAR))
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
+        let wanted: Vec<String> = registry
+            .all_tools()
+            .flat_map(|(tool, _)| tool.secrets.iter().cloned())
+            .collect();
+        let secrets = SecretStore::load(secrets_file.as_deref(), &config.env, wanted)?;
+        // Absolute: the wrapper resolves them from the command's directory.
+        let hidden_paths = config
+            .hidden_paths
+            .iter()
+            .cloned()
+            .chain(secrets_file)
+            .map(|path| std::path::absolute(&path).unwrap_or(path))
+            .collect();
+        let registry = Arc::new(registry);
+        let planner = Planner::new(
+            registry.clone(),
+            PlannerConfig {
+                env: config.env.clone(),
+                home: config.home.clone(),
+                sandbox_prefix: config.sandbox_prefix.clone(),
+                apply_patch_prefix: config.apply_patch_prefix.clone(),
+                use_cgroup: config.use_cgroup,
+                hidden_paths,
+            },
+            secrets,
+            config.sandbox_override,
+        );
+        Ok(Self {
+            registry,
+            planner: Arc::new(planner),
+        })
+    }
+}
+
 impl std::fmt::Debug for Dispatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dispatcher")
-            .field("root", &self.registry.root)
+            .field("root", &self.registry().root)
             .field("scheduler", &self.scheduler)
             .finish_non_exhaustive()
     }
@@ -104,25 +160,6 @@ impl Dispatcher {
         config: DispatcherConfig,
         runner: Arc<dyn Runner>,
     ) -> Result<Self, DispatcherError> {
-        let secrets_file = registry.settings.secrets_file.clone().or_else(|| {
-            config
-                .env
-                .get(&OsString::from(SECRETS_FILE_VAR))
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        });
-        let wanted: Vec<String> = registry
-            .all_tools()
-            .flat_map(|(tool, _)| tool.secrets.iter().cloned())
-            .collect();
-        let secrets = SecretStore::load(secrets_file.as_deref(), &config.env, wanted)?;
-        // Absolute: the wrapper resolves them from the command's directory.
-        let hidden_paths = config
-            .hidden_paths
-            .into_iter()
-            .chain(secrets_file)
-            .map(|path| std::path::absolute(&path).unwrap_or(path))
-            .collect();
         let scheduler_settings = &registry.settings.scheduler;
         let global = scheduler_settings
             .global
@@ -133,23 +170,10 @@ impl Dispatcher {
             groups: scheduler_settings.groups.clone(),
         };
         let scheduler = Scheduler::machine_wide(limits, &config.home);
-        let registry = Arc::new(registry);
-        let planner = Planner::new(
-            registry.clone(),
-            PlannerConfig {
-                env: config.env,
-                home: config.home,
-                sandbox_prefix: config.sandbox_prefix,
-                apply_patch_prefix: config.apply_patch_prefix,
-                use_cgroup: config.use_cgroup,
-                hidden_paths,
-            },
-            secrets,
-            config.sandbox_override,
-        );
+        let loaded = Loaded::new(registry, &config)?;
         Ok(Self {
-            registry,
-            planner,
+            loaded: RwLock::new(loaded),
+            config,
             scheduler,
             cache: Arc::default(),
             metrics: Arc::new(Metrics::new()),
@@ -157,13 +181,42 @@ impl Dispatcher {
         })
     }
 
-    pub(crate) fn registry(&self) -> &Registry {
-        &self.registry
+    /// Swaps in `registry` (a `SIGHUP` reload): requests planned from now
+    /// on plan under it; commands running keep the plan they started with.
+    /// A registry whose secrets do not load is refused and the old one
+    /// stays. The cache is emptied (its tools may have changed). The
+    /// scheduler's limits are the ones the process started with.
+    pub(crate) fn reload(&self, registry: Registry) -> Result<(), DispatcherError> {
+        let scheduler_changed = registry.settings.scheduler != self.registry().settings.scheduler;
+        let loaded = Loaded::new(registry, &self.config)?;
+        *self
+            .loaded
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = loaded;
+        self.cache.clear();
+        if scheduler_changed {
+            tracing::warn!(
+                "the reloaded registry changes [scheduler]: its limits apply from the next start"
+            );
+        }
+        Ok(())
     }
 
-    /// The plan stage every door of this process goes through.
-    pub(crate) fn planner(&self) -> &Planner {
-        &self.planner
+    fn loaded(&self) -> Loaded {
+        self.loaded
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The registry loaded now.
+    pub(crate) fn registry(&self) -> Arc<Registry> {
+        self.loaded().registry
+    }
+
+    /// The planner over the registry loaded now.
+    pub(crate) fn planner(&self) -> Arc<Planner> {
+        self.loaded().planner
     }
 
     /// The scheduler every command of this process takes its slot from.
@@ -177,7 +230,7 @@ impl Dispatcher {
 
     /// Redacts every known secret from a text (for logs and messages).
     pub(crate) fn redact(&self, text: &str) -> String {
-        redact_text(self.planner.all_secrets(), text)
+        redact_text(self.planner().all_secrets(), text)
     }
 
     /// Answers one request line (JSON) of `exec`; a malformed line gets a
@@ -228,7 +281,7 @@ impl Dispatcher {
     }
 
     fn admit_request(&self, request: Request, door: Door, caller: &str) -> Admitted {
-        match self.planner.plan(&request, door) {
+        match self.planner().plan(&request, door) {
             Ok(mut plan) => {
                 plan.demand.caller = caller.to_owned();
                 plan.background = request.background.clone();
@@ -442,7 +495,7 @@ impl Dispatcher {
     /// Redaction again at the edge: whatever produced the text, no known
     /// secret leaves in any field.
     fn scrub(&self, result: &mut NormalizedResult) {
-        if self.planner.all_secrets().is_empty() {
+        if self.planner().all_secrets().is_empty() {
             return;
         }
         result.stdout = self.redact(&result.stdout);
@@ -465,7 +518,7 @@ impl Dispatcher {
         let mut record = ExecutionRecord::now(
             door_name(door),
             crate::scheduler::LOCAL_CALLER,
-            &self.registry.root,
+            &self.registry().root,
             status_name(result.status),
         );
         record.tool = result.tool.clone();
@@ -485,7 +538,7 @@ impl Dispatcher {
         let message = self.redact(&rejection.message);
         let label = if label == UNKNOWN_TOOL_LABEL {
             tool.as_deref()
-                .filter(|name| self.registry.lookup(name).is_some())
+                .filter(|name| self.registry().lookup(name).is_some())
                 .unwrap_or(UNKNOWN_TOOL_LABEL)
                 .to_owned()
         } else {

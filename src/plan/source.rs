@@ -50,6 +50,61 @@ impl RegistryArgs {
     pub(crate) fn load(&self, root: &Path) -> Result<Registry, RegistryError> {
         Registry::load(self.config.as_deref(), self.profile.as_deref(), root)
     }
+
+    /// Loads the registry and profile again and swaps them into
+    /// `dispatcher` (`SIGHUP`); a file that does not load is refused and
+    /// logged, and the old registry stays. Returns how many tools it has.
+    pub(crate) fn reload_into(
+        &self,
+        root: &Path,
+        dispatcher: &Dispatcher,
+    ) -> Result<usize, RegistrySetupError> {
+        let loaded = self
+            .load(root)
+            .map_err(RegistrySetupError::from)
+            .and_then(|registry| {
+                let tools = registry.tools().count();
+                dispatcher.reload(registry)?;
+                Ok(tools)
+            });
+        match &loaded {
+            Ok(tools) => tracing::info!(tools, "the registry was reloaded"),
+            Err(e) => tracing::error!(error = %e, "the registry did not reload; the old one stays"),
+        }
+        loaded
+    }
+}
+
+/// Takes `SIGHUP` now (from here on it no longer ends the process) and
+/// returns the loop that reloads `args`'s registry into `dispatcher` at
+/// each one, calling `reloaded` after each reload that took; it runs until
+/// its task is dropped. `None` (logged) where no handler can be installed.
+/// Call it within the runtime.
+pub(crate) fn reload_on_hangup<F, Fut>(
+    args: RegistryArgs,
+    root: PathBuf,
+    dispatcher: Arc<Dispatcher>,
+    reloaded: F,
+) -> Option<impl std::future::Future<Output = ()> + Send + 'static>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(hup) => hup,
+        Err(e) => {
+            tracing::warn!(error = %e, "no SIGHUP handler: the registry cannot be reloaded");
+            return None;
+        }
+    };
+    Some(async move {
+        while hup.recv().await.is_some() {
+            if args.reload_into(&root, &dispatcher).is_ok() {
+                reloaded().await;
+            }
+        }
+    })
 }
 
 /// Why a registry-using subcommand could not get going.

@@ -126,6 +126,12 @@ impl ResultCache {
     }
 
     /// A stored result younger than `ttl`.
+    /// Forgets every stored result (the registry was reloaded); runs in
+    /// flight still hand theirs to their waiters.
+    pub(crate) fn clear(&self) {
+        crate::sync::lock(&self.entries).clear();
+    }
+
     pub(crate) fn get(&self, key: &CacheKey, ttl: Duration) -> Option<NormalizedResult> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries

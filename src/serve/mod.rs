@@ -155,7 +155,17 @@ async fn serve(
         config.sessions.clone(),
         &config.env,
     );
+    let root = config.root.clone();
     let server = AgentReachServer::new(config, broker.clone());
+    // SIGHUP reloads the registry and profile; MCP clients are told.
+    let _reloading = {
+        let server = server.clone();
+        crate::plan::source::reload_on_hangup(args.registry.clone(), root, dispatcher, move || {
+            let server = server.clone();
+            async move { server.tools_changed().await }
+        })
+        .map(|reload| TaskGuard(tokio::spawn(reload)))
+    };
     if let Some(addr) = args.metrics_addr {
         match metrics_http::bind_metrics(addr).await {
             Ok(listener) => {
@@ -167,12 +177,11 @@ async fn serve(
             }
         }
     }
-    let (mut term, mut int, mut hup) = match (
+    let (mut term, mut int) = match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
     ) {
-        (Ok(t), Ok(i), Ok(h)) => (t, i, h),
+        (Ok(t), Ok(i)) => (t, i),
         _ => {
             eprintln!("agent-reach serve: cannot install signal handlers");
             return exit_code::FAILURE;
@@ -197,7 +206,6 @@ async fn serve(
             outcome = &mut listeners => Some(outcome),
             _ = term.recv() => None,
             _ = int.recv() => None,
-            _ = hup.recv() => None,
         };
         // Every listener stops accepting; their sessions are killed below.
         shutdown.cancel();
@@ -229,11 +237,19 @@ async fn serve(
         code = run_protocol(server.clone(), stdio) => code,
         _ = term.recv() => exit_code::for_signal(libc::SIGTERM),
         _ = int.recv() => exit_code::for_signal(libc::SIGINT),
-        _ = hup.recv() => exit_code::for_signal(libc::SIGHUP),
     };
     server.shutdown().await;
     tracing::info!(code, "stopped; every session was killed");
     code
+}
+
+/// Aborts a task when dropped (the reload task ends with the server).
+struct TaskGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn run_protocol(

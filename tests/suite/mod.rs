@@ -27,6 +27,8 @@ mod path_guard;
 mod policy;
 mod python_runtime;
 mod registry;
+#[cfg(unix)]
+mod reload;
 #[cfg(target_os = "linux")]
 mod sandbox;
 #[cfg(target_os = "linux")]

@@ -11,7 +11,7 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
     ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::{AgentReachServer, ToolFailure};
@@ -28,6 +28,7 @@ impl ServerHandler for AgentReachServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
                 .build(),
         )
@@ -59,11 +60,23 @@ impl ServerHandler for AgentReachServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+        Ok(ListToolsResult::with_all_items(
+            self.toolset().tools.clone(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.inner.tools.iter().find(|t| t.name == name).cloned()
+        self.toolset()
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+    }
+
+    /// A client ready for notifications: told when the tools change.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::debug!("client initialized");
+        self.remember_peer(context.peer);
     }
 
     async fn list_resources(
@@ -109,7 +122,8 @@ impl ServerHandler for AgentReachServer {
         let name = request.name.to_string();
         let args = request.arguments;
         let builtin = tools::BUILTIN_NAMES.contains(&name.as_str());
-        if !self.inner.raw_commands && tools::RAW_TOOLS.contains(&name.as_str()) {
+        let toolset = self.toolset();
+        if !toolset.raw_commands && tools::RAW_TOOLS.contains(&name.as_str()) {
             self.inner.metrics.record_call(&name);
             self.inner
                 .metrics
@@ -125,8 +139,7 @@ impl ServerHandler for AgentReachServer {
             tools::LIST_SESSIONS => self.list_sessions(args).await,
             tools::KILL_SESSION => self.kill_session(args).await,
             tools::APPLY_PATCH => self.apply_patch(args, &context).await,
-            other if self.inner.registry.serves(other) => Ok(self
-                .inner
+            other if toolset.registry.serves(other) => Ok(toolset
                 .registry
                 .call(&self.client.caller(), other, args, &context.peer)
                 .await),

@@ -57,15 +57,45 @@ pub(crate) struct AgentReachServer {
 pub(super) struct Inner {
     pub(super) config: ServeConfig,
     pub(super) table: Mutex<SessionTable<CommandSession>>,
-    pub(super) tools: Vec<Tool>,
-    /// The shell tools are served (the policy's `allow_raw_commands`).
-    pub(super) raw_commands: bool,
+    /// The tools listed now: rebuilt when the registry is reloaded.
+    pub(super) tools: std::sync::RwLock<Arc<ToolSet>>,
+    /// Every client that finished `initialize` (told when the tools change).
+    pub(super) peers: Mutex<Vec<rmcp::service::Peer<RoleServer>>>,
     /// What every tool plans, starts and dispatches through.
     pub(super) broker: Broker,
-    pub(super) registry: RegistryTools,
     pub(super) metrics: Arc<Metrics>,
     /// Clients over HTTP whose seat is not dropped yet.
     pub(super) remote_clients: std::sync::atomic::AtomicUsize,
+}
+
+/// The tools served, as the registry loaded now and the policy say.
+pub(super) struct ToolSet {
+    /// Every tool listed: the built-ins, then the registry's.
+    pub(super) tools: Vec<Tool>,
+    /// The registry's tools.
+    pub(super) registry: RegistryTools,
+    /// The shell tools are served (the policy's `allow_raw_commands`).
+    pub(super) raw_commands: bool,
+}
+
+impl ToolSet {
+    /// The built-in tools and the registry's; the shell tools only where
+    /// the policy allows raw commands.
+    fn build(broker: &Broker) -> Self {
+        let raw_commands = broker.allows_raw_commands();
+        let mut all_tools: Vec<Tool> = tools::builtin_tools()
+            .into_iter()
+            .filter(|t| raw_commands || !tools::RAW_TOOLS.contains(&t.name.as_ref()))
+            .collect();
+        let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
+        let registry = RegistryTools::new(broker.clone(), &builtin);
+        all_tools.extend(registry.tools().iter().cloned());
+        Self {
+            tools: all_tools,
+            registry,
+            raw_commands,
+        }
+    }
 }
 
 /// The tool-level failure of a call: shown to the model as one line.
@@ -103,26 +133,56 @@ impl AgentReachServer {
         let metrics = broker.metrics();
         let table = Mutex::new(SessionTable::new(config.max_sessions));
         let stdio = Arc::new(ClientSeat::stdio(config.max_sessions));
-        let raw_commands = broker.allows_raw_commands();
-        let mut all_tools: Vec<Tool> = tools::builtin_tools()
-            .into_iter()
-            .filter(|t| raw_commands || !tools::RAW_TOOLS.contains(&t.name.as_ref()))
-            .collect();
-        let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
-        let registry = RegistryTools::new(broker.clone(), &builtin);
-        all_tools.extend(registry.tools().iter().cloned());
+        let tools = std::sync::RwLock::new(Arc::new(ToolSet::build(&broker)));
         Self {
             inner: Arc::new(Inner {
                 config,
                 table,
-                tools: all_tools,
-                raw_commands,
+                tools,
+                peers: Mutex::new(Vec::new()),
                 broker,
-                registry,
                 metrics,
                 remote_clients: Default::default(),
             }),
             client: stdio,
+        }
+    }
+
+    /// The tools served now.
+    pub(super) fn toolset(&self) -> Arc<ToolSet> {
+        self.inner
+            .tools
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Remembers a client that finished `initialize`, to tell it when the
+    /// tools change.
+    pub(super) fn remember_peer(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let mut peers = crate::sync::lock(&self.inner.peers);
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(peer);
+    }
+
+    /// The registry was reloaded: the tools are listed anew, and every
+    /// connected client gets `notifications/tools/list_changed`.
+    pub(crate) async fn tools_changed(&self) {
+        let next = Arc::new(ToolSet::build(&self.inner.broker));
+        *self
+            .inner
+            .tools
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = next;
+        let peers: Vec<_> = {
+            let mut peers = crate::sync::lock(&self.inner.peers);
+            peers.retain(|p| !p.is_transport_closed());
+            peers.clone()
+        };
+        for peer in peers {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!(error = %e, "a client was not told the tools changed");
+            }
         }
     }
 
