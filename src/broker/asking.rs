@@ -159,12 +159,14 @@ impl Broker {
         wait: Duration,
     ) -> Result<Result<StartedSession, ExecError>, NoSlot> {
         let scheduler = self.inner.dispatcher.scheduler();
-        let permit = match tokio::time::timeout(
-            wait,
-            scheduler.acquire(planned.plan.demand.clone()),
-        )
-        .await
-        {
+        let asked = std::time::Instant::now();
+        let acquired =
+            tokio::time::timeout(wait, scheduler.acquire(planned.plan.demand.clone())).await;
+        self.inner
+            .dispatcher
+            .metrics()
+            .record_queue_wait(asked.elapsed());
+        let permit = match acquired {
             Ok(Ok(permit)) => permit,
             Ok(Err(busy)) => return Err(NoSlot::Busy(busy)),
             Err(_) => {

@@ -118,6 +118,12 @@ impl Broker {
             })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        let ledger = sessions.clone();
+        dispatcher
+            .metrics()
+            .watch_sessions_by_door(crate::registry::metrics::Probe::new(move || {
+                ledger.by_door()
+            }));
         Self {
             inner: Arc::new(Inner {
                 dispatcher,

@@ -132,6 +132,18 @@ impl SessionLedger {
         crate::sync::lock(&self.inner).live.len()
     }
 
+    /// Running sessions (background ones included) by the door that
+    /// started them.
+    pub(crate) fn by_door(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for entry in crate::sync::lock(&self.inner).live.values() {
+            if entry.is_running() {
+                *out.entry(entry.caller.door().to_owned()).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
     /// The live sessions, oldest first.
     pub(crate) fn entries(&self) -> Vec<SessionEntry> {
         crate::sync::lock(&self.inner)

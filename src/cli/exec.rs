@@ -31,6 +31,10 @@ pub(crate) struct ExecArgs {
     /// Many requests, one per line; results as they finish.
     #[arg(long)]
     pub(crate) jsonl: bool,
+    /// With --jsonl: serve the metrics in the Prometheus text format over
+    /// HTTP on this loopback address while the stream runs.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub(crate) registry: RegistryArgs,
 }
@@ -40,6 +44,12 @@ const MAX_REQUEST_BYTES: usize = 16 << 20;
 
 /// `agent-reach exec ...`.
 pub(crate) fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
+    if args.json && args.metrics_addr.is_some() {
+        eprintln!(
+            "agent-reach: --metrics-addr needs --jsonl (a --json run ends with its one request)"
+        );
+        return exit_code::USAGE;
+    }
     let session = match ProcessSession::start(&mut ctx) {
         Ok(session) => session,
         Err(err) => {
@@ -83,9 +93,23 @@ pub(crate) fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
             )
             .map(|reload| runtime.spawn(reload))
         };
+        let metrics = match args.metrics_addr {
+            Some(addr) => match runtime.block_on(crate::registry::metrics_http::bind_metrics(addr))
+            {
+                Ok(listener) => Some(runtime.spawn(crate::registry::metrics_http::serve_listener(
+                    listener,
+                    dispatcher.metrics(),
+                ))),
+                Err(e) => {
+                    eprintln!("agent-reach: --metrics-addr: {e}");
+                    return exit_code::USAGE;
+                }
+            },
+            None => None,
+        };
         let code = runtime.block_on(stream(dispatcher));
-        if let Some(reloading) = reloading {
-            reloading.abort();
+        for task in reloading.into_iter().chain(metrics) {
+            task.abort();
         }
         code
     };

@@ -17,7 +17,7 @@ use crate::logging::{self, ExecutionRecord};
 use crate::registry::Registry;
 use crate::registry::cache::{Lookup, ResultCache};
 use crate::registry::kinds;
-use crate::registry::metrics::{Metrics, UNKNOWN_TOOL_LABEL};
+use crate::registry::metrics::{Metrics, Probe, UNKNOWN_TOOL_LABEL};
 use crate::registry::secrets::{SECRETS_FILE_VAR, SecretStore, SecretsError, redact_text};
 use crate::result::{NormalizedResult, Status};
 use crate::scheduler::{Admission, Busy, Limits, Scheduler};
@@ -171,12 +171,21 @@ impl Dispatcher {
         };
         let scheduler = Scheduler::machine_wide(limits, &config.home);
         let loaded = Loaded::new(registry, &config)?;
+        let metrics = Arc::new(Metrics::new());
+        let watched = scheduler.clone();
+        metrics.watch_load(Probe::new(move || {
+            let load = watched.load();
+            crate::registry::metrics::Load {
+                running: load.running,
+                queued: load.queued,
+            }
+        }));
         Ok(Self {
             loaded: RwLock::new(loaded),
             config,
             scheduler,
             cache: Arc::default(),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             runner,
         })
     }
@@ -453,6 +462,7 @@ impl Dispatcher {
             Err(busy) => return self.busy(id, &plan, busy, door),
         };
         let queue = admitted_at.elapsed();
+        self.metrics.record_queue_wait(queue);
         let logged = LoggedPlan::of(&plan);
         tracing::debug!(
             tool = %plan.label,

@@ -2,13 +2,16 @@
 //! (for `--metrics-addr`) and as JSON (for an MCP resource).
 //!
 //! One [`Metrics`] per process: the dispatcher records the registry's
-//! requests into it, and `serve` records its built-in tools (and the number
-//! of live sessions) into the same one.
+//! requests into it (and how long each waited in the queue), and `serve`
+//! records its built-in tools (and the number of live sessions) into the
+//! same one. Gauges of what runs and waits now, and of the sessions of
+//! every door, are read from their owners ([`Probe`]s) when the metrics
+//! are.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::result::Status;
@@ -45,9 +48,45 @@ pub(crate) struct ToolCounts {
     pub(crate) latency_sum_seconds: f64,
 }
 
+/// A reading taken from its owner each time the metrics are read.
+pub(crate) struct Probe<T>(Box<dyn Fn() -> T + Send + Sync>);
+
+impl<T> Probe<T> {
+    pub(crate) fn new(read: impl Fn() -> T + Send + Sync + 'static) -> Self {
+        Self(Box::new(read))
+    }
+}
+
+impl<T> std::fmt::Debug for Probe<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Probe(..)")
+    }
+}
+
+/// Commands running and waiting in this process's scheduler now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Load {
+    pub(crate) running: usize,
+    pub(crate) queued: usize,
+}
+
+/// How long requests waited for a slot of the scheduler.
+#[derive(Debug, Clone, Default)]
+struct QueueWait {
+    /// Cumulative counts per bucket of [`BUCKETS`].
+    buckets: Vec<u64>,
+    sum_seconds: f64,
+    count: u64,
+}
+
 /// The metrics of one process.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
+    /// The scheduler's load, read when the metrics are.
+    load: OnceLock<Probe<Load>>,
+    /// Live sessions by the door that started them, read when the metrics are.
+    sessions_by_door: OnceLock<Probe<BTreeMap<String, usize>>>,
+    queue_wait: Mutex<QueueWait>,
     tools: Mutex<BTreeMap<String, ToolCounts>>,
     /// Sessions a server holds (started, not yet ended and taken).
     live_sessions: AtomicU64,
@@ -79,6 +118,47 @@ impl Metrics {
     /// `duration` (success, failure, timeout), or a refusal.
     pub(crate) fn record_outcome(&self, tool: &str, status: Status, duration: Duration) {
         self.count_outcome(tool, status, false, duration);
+    }
+
+    /// Where the gauges of running and queued commands are read from (the
+    /// scheduler); set once.
+    pub(crate) fn watch_load(&self, probe: Probe<Load>) {
+        let _ = self.load.set(probe);
+    }
+
+    /// Where the gauge of live sessions by door is read from (the one
+    /// session table of the doors); set once.
+    pub(crate) fn watch_sessions_by_door(&self, probe: Probe<BTreeMap<String, usize>>) {
+        let _ = self.sessions_by_door.set(probe);
+    }
+
+    /// Counts a request's wait for a slot of the scheduler.
+    pub(crate) fn record_queue_wait(&self, waited: Duration) {
+        let mut wait = crate::sync::lock(&self.queue_wait);
+        if wait.buckets.is_empty() {
+            wait.buckets = vec![0; BUCKETS.len()];
+        }
+        let seconds = waited.as_secs_f64();
+        for (bound, count) in BUCKETS.iter().zip(wait.buckets.iter_mut()) {
+            if seconds <= *bound {
+                *count += 1;
+            }
+        }
+        wait.sum_seconds += seconds;
+        wait.count += 1;
+    }
+
+    /// Commands running and queued now (zero where nothing is watched).
+    pub(crate) fn load(&self) -> Load {
+        self.load.get().map(|probe| (probe.0)()).unwrap_or_default()
+    }
+
+    /// Live sessions by door now.
+    pub(crate) fn sessions_by_door(&self) -> BTreeMap<String, usize> {
+        self.sessions_by_door
+            .get()
+            .map(|probe| (probe.0)())
+            .unwrap_or_default()
     }
 
     /// Sets the gauge of live sessions.
@@ -159,6 +239,9 @@ impl Metrics {
             "live_sessions": self.live_sessions(),
             "clients": self.clients(),
             "live_sessions_by_client": self.sessions_by_client(),
+            "live_sessions_by_door": self.sessions_by_door(),
+            "running": self.load().running,
+            "queued": self.load().queued,
         })
     }
 
@@ -250,7 +333,63 @@ impl Metrics {
                 "agent_reach_client_sessions{{client=\"{client}\"}} {n}"
             );
         }
+        self.live_text(&mut out);
         out
+    }
+
+    /// The gauges read now and the queue wait histogram.
+    fn live_text(&self, out: &mut String) {
+        let load = self.load();
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_running Commands running now (one-shot and sessions' commands holding a slot)."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_running gauge");
+        let _ = writeln!(out, "agent_reach_running {}", load.running);
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_queued Requests waiting for a slot of the scheduler now."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_queued gauge");
+        let _ = writeln!(out, "agent_reach_queued {}", load.queued);
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_door_sessions Live sessions, by the door that started them."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_door_sessions gauge");
+        for (door, n) in self.sessions_by_door() {
+            let door = escape(&door);
+            let _ = writeln!(out, "agent_reach_door_sessions{{door=\"{door}\"}} {n}");
+        }
+        let wait = crate::sync::lock(&self.queue_wait).clone();
+        let _ = writeln!(
+            out,
+            "# HELP agent_reach_queue_wait_seconds Time requests waited for a slot of the scheduler."
+        );
+        let _ = writeln!(out, "# TYPE agent_reach_queue_wait_seconds histogram");
+        let zeros = vec![0; BUCKETS.len()];
+        let buckets = if wait.buckets.is_empty() {
+            &zeros
+        } else {
+            &wait.buckets
+        };
+        for (bound, count) in BUCKETS.iter().zip(buckets) {
+            let _ = writeln!(
+                out,
+                "agent_reach_queue_wait_seconds_bucket{{le=\"{bound}\"}} {count}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "agent_reach_queue_wait_seconds_bucket{{le=\"+Inf\"}} {}",
+            wait.count
+        );
+        let _ = writeln!(
+            out,
+            "agent_reach_queue_wait_seconds_sum {}",
+            wait.sum_seconds
+        );
+        let _ = writeln!(out, "agent_reach_queue_wait_seconds_count {}", wait.count);
     }
 }
 

@@ -21,6 +21,7 @@ pub(crate) mod listeners;
 #[cfg(target_os = "linux")]
 mod matrix;
 mod mcp_http;
+mod metrics;
 mod operator_knobs;
 mod output;
 mod path_guard;
