@@ -224,6 +224,28 @@ async fn serve(
             return exit_code::FAILURE;
         }
     };
+    if args.stdio == args::StdioProtocol::CodexExec {
+        tracing::info!(pid = std::process::id(), "serving codex-exec on stdio");
+        let stop = tokio_util::sync::CancellationToken::new();
+        let served = crate::doors::codex_exec::serve_stdio(broker.clone(), stdio, &stop);
+        tokio::pin!(served);
+        let signalled = tokio::select! {
+            () = &mut served => None,
+            _ = term.recv() => Some(libc::SIGTERM),
+            _ = int.recv() => Some(libc::SIGINT),
+            _ = hup.recv() => Some(libc::SIGHUP),
+        };
+        if signalled.is_some() {
+            // The connection ends, and its processes with it.
+            stop.cancel();
+            let _ = tokio::time::timeout(RUNTIME_STOP, served).await;
+        }
+        let code = signalled.map_or(exit_code::SUCCESS, exit_code::for_signal);
+        server.shutdown().await;
+        broker.sessions().end_all().await;
+        tracing::info!(code, "stopped; every session was killed");
+        return code;
+    }
     tracing::info!(pid = std::process::id(), "serving MCP on stdio");
     let code = tokio::select! {
         code = run_protocol(server.clone(), stdio) => code,
