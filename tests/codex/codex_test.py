@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""The real Codex CLI (the pinned npm release) driven by a scripted model
+(mock_model.py) with agent-reach as its exec-server, over WebSocket
+(CODEX_EXEC_SERVER_URL) and over stdio ($CODEX_HOME/environments.toml).
+Asserts on what the model receives back from each tool call, on the files
+apply_patch changed, and on /proc after the turn; then times one
+`exec_command` of `true` through agent-reach and through Codex's own local
+execution, same model, same run.
+
+Usage: codex_test.py CODEX_BIN AGENT_REACH_BIN WORKDIR
+"""
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+CODEX, AGENT_REACH, WORK = sys.argv[1:4]
+HERE = os.path.dirname(os.path.abspath(__file__))
+ESCAPEE = b"sleep\x00777.125\x00"
+FAILURES = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        FAILURES.append(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def escapees():
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f.read() == ESCAPEE:
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def patch(body):
+    return "apply_patch <<'EOF'\n*** Begin Patch\n" + body + "*** End Patch\nEOF\n"
+
+
+# The scripted turns: one request of Codex each, one tool call each.
+SCRIPT = [
+    [{"call": "exec_command", "args": {"cmd": "echo via-reach; echo S=$AGENT_REACH_SESSION; pwd"}}],
+    [{"call": "exec_command", "args": {"cmd": "echo hi; exit 3"}}],
+    [{"call": "exec_command", "args": {"cmd": "setsid sleep 777.125 > /dev/null 2>&1 & echo bg"}}],
+    [{"call": "exec_command", "args": {"cmd": "read line; echo got:$line", "tty": True, "yield_time_ms": 500}}],
+    [{"call": "write_stdin", "args": {"session_id": "$session_id", "chars": "hello\n", "yield_time_ms": 2000}}],
+    [{"call": "exec_command", "args": {"cmd": "seq 1 200000; echo flood-end"}}],
+    [{"call": "exec_command", "args": {"cmd": patch("*** Add File: hello.txt\n+hello one\n")}}],
+    [{"call": "exec_command", "args": {"cmd": patch("*** Update File: hello.txt\n@@\n-hello one\n+hello two\n")}}],
+    [{"call": "exec_command", "args": {"cmd": patch("*** Add File: sub/dir/inner.txt\n+inner\n")}}],
+    [{"say": "done"}],
+]
+
+
+def start_model(case, script):
+    with open(f"{case}/script.json", "w") as f:
+        json.dump(script, f)
+    port_file = f"{case}/model.port"
+    model = subprocess.Popen(
+        [sys.executable, f"{HERE}/mock_model.py", f"{case}/script.json", f"{case}/model.jsonl", port_file]
+    )
+    for _ in range(100):
+        if os.path.exists(port_file):
+            break
+        time.sleep(0.05)
+    with open(port_file) as f:
+        return model, int(f.read())
+
+
+def codex_home(case, model_port, environments=None):
+    home = f"{case}/codex-home"
+    os.makedirs(home, exist_ok=True)
+    with open(f"{home}/config.toml", "w") as f:
+        f.write(
+            'model = "mock-model"\nmodel_provider = "mock"\n'
+            "[model_providers.mock]\n"
+            f'name = "mock"\nbase_url = "http://127.0.0.1:{model_port}/v1"\n'
+            'wire_api = "responses"\nrequest_max_retries = 0\nstream_max_retries = 0\n'
+        )
+    if environments:
+        with open(f"{home}/environments.toml", "w") as f:
+            f.write(environments)
+    return home
+
+
+def run_codex(case, home, project, extra_env):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CODEX_", "OPENAI_"))}
+    env.update({"CODEX_HOME": home, **extra_env})
+    started = time.monotonic()
+    done = subprocess.run(
+        [CODEX, "exec", "-s", "workspace-write", "--skip-git-repo-check", "--color", "never", "go"],
+        cwd=project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
+    )
+    with open(f"{case}/codex.out", "w") as f:
+        f.write(done.stdout + "\n--- stderr ---\n" + done.stderr)
+    return done, time.monotonic() - started
+
+
+def outputs(case):
+    """call_id -> the output the model received for it."""
+    found = {}
+    with open(f"{case}/model.jsonl") as f:
+        for line in f:
+            body = json.loads(line)["body"]
+            for item in body.get("input", []) if isinstance(body, dict) else []:
+                if item.get("type") in ("function_call_output", "custom_tool_call_output"):
+                    out = item.get("output")
+                    found[item["call_id"]] = out if isinstance(out, str) else json.dumps(out)
+    return found
+
+
+def serve_ws(case, project):
+    port = free_port()
+    server = subprocess.Popen(
+        [AGENT_REACH, "serve", "--root", project, "--listen", f"codex-exec=127.0.0.1:{port}",
+         "--log-file", f"{case}/serve.log"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return server, port
+
+
+def scenario(name):
+    case = os.path.join(WORK, name)
+    project = os.path.join(case, "project")
+    os.makedirs(project)
+    project = os.path.realpath(project)
+    model, model_port = start_model(case, SCRIPT)
+    server = None
+    try:
+        if name == "ws":
+            server, port = serve_ws(case, project)
+            home = codex_home(case, model_port)
+            done, _ = run_codex(case, home, project, {"CODEX_EXEC_SERVER_URL": f"ws://127.0.0.1:{port}"})
+        else:
+            environments = (
+                'default = "reach"\ninclude_local = false\n\n[[environments]]\nid = "reach"\n'
+                f"program = {json.dumps(AGENT_REACH)}\n"
+                f'args = ["serve", "--stdio", "codex-exec", "--root", {json.dumps(project)}, '
+                f'"--log-file", {json.dumps(case + "/serve.log")}]\n'
+            )
+            home = codex_home(case, model_port, environments)
+            done, _ = run_codex(case, home, project, {})
+        left = escapees()
+        print(f"== {name}: codex exit {done.returncode}")
+        check(done.returncode == 0, f"{name}: codex exec succeeded (see {case}/codex.out)")
+        got = outputs(case)
+        out = lambda turn: got.get(f"call{turn}_0", "")
+        check("via-reach\n" in out(0) and re.search(r"S=ar-\S+", out(0)) and project in out(0),
+              f"{name}: the command ran through agent-reach in the project: {out(0)!r}")
+        check("exited with code 3" in out(1) and "hi" in out(1), f"{name}: exit code 3 reached the model: {out(1)!r}")
+        check("bg" in out(2) and "exited with code 0" in out(2), f"{name}: the escapee's parent returned: {out(2)!r}")
+        check(not left, f"{name}: the setsid escapee is gone from /proc after the turn: {left}")
+        check("session ID" in out(3), f"{name}: the reading command yielded a session: {out(3)!r}")
+        check("got:hello" in out(4), f"{name}: write_stdin reached it: {out(4)!r}")
+        check("exited with code 0" in out(5) and "flood-end" in out(5), f"{name}: the flood ended: {out(5)[-300:]!r}")
+        check("Success" in out(6) and "Success" in out(7) and "Success" in out(8),
+              f"{name}: apply_patch succeeded: {[out(6), out(7), out(8)]!r}")
+        read = lambda rel: open(os.path.join(project, rel)).read() if os.path.exists(os.path.join(project, rel)) else None
+        check(read("hello.txt") == "hello two\n", f"{name}: hello.txt was added then changed: {read('hello.txt')!r}")
+        check(read("sub/dir/inner.txt") == "inner\n", f"{name}: a file in a missing directory was added: {read('sub/dir/inner.txt')!r}")
+    finally:
+        for proc in (server, model):
+            if proc:
+                proc.terminate()
+                proc.wait(timeout=10)
+
+
+def wall_time(output):
+    match = re.search(r"Wall time: ([0-9.]+) seconds", output)
+    return float(match.group(1)) if match else None
+
+
+def benchmark():
+    """One `exec_command` of `true`, through agent-reach and locally."""
+    script = [[{"call": "exec_command", "args": {"cmd": "true"}}], [{"say": "done"}]]
+    times = {}
+    for mode in ("agent-reach", "local"):
+        case = os.path.join(WORK, f"bench-{mode}")
+        project = os.path.realpath(os.path.join(case, "project")) if os.makedirs(os.path.join(case, "project")) is None else None
+        model, model_port = start_model(case, script)
+        server = None
+        try:
+            home = codex_home(case, model_port)
+            extra = {}
+            if mode == "agent-reach":
+                server, port = serve_ws(case, project)
+                extra = {"CODEX_EXEC_SERVER_URL": f"ws://127.0.0.1:{port}"}
+            done, total = run_codex(case, home, project, extra)
+            times[mode] = (wall_time(outputs(case).get("call0_0", "")), total)
+            check(done.returncode == 0, f"benchmark {mode}: codex exec succeeded")
+        finally:
+            for proc in (server, model):
+                if proc:
+                    proc.terminate()
+                    proc.wait(timeout=10)
+    (ar_turn, ar_total), (local_turn, local_total) = times["agent-reach"], times["local"]
+    print(f"benchmark: exec_command `true`: agent-reach {ar_turn} s, local {local_turn} s per tool call "
+          f"(Codex's Wall time); whole codex exec {ar_total:.2f} s vs {local_total:.2f} s")
+    if ar_turn is not None and local_turn is not None:
+        print(f"benchmark: difference {ar_turn - local_turn:+.4f} s per exec_command")
+
+
+for name in ("ws", "stdio"):
+    scenario(name)
+benchmark()
+if FAILURES:
+    print(f"{len(FAILURES)} check(s) failed")
+    sys.exit(1)
+print("every check passed")
