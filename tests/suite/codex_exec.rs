@@ -28,9 +28,8 @@ const TOKEN: &str = "codex-t0ken";
 /// The bound on any one wait for the server.
 const LIMIT: Duration = Duration::from_secs(30);
 
-type Ws = tokio_tungstenite::WebSocketStream<
-    tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
->;
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// How the messages travel: a WebSocket, or a child's stdin and stdout.
 enum Wire {
@@ -86,7 +85,10 @@ impl Client {
         match &mut self.wire {
             Wire::Ws(ws) => ws.send(Message::Text(text.into())).await.unwrap(),
             Wire::Stdio { stdin, .. } => {
-                stdin.write_all(format!("{text}\n").as_bytes()).await.unwrap();
+                stdin
+                    .write_all(format!("{text}\n").as_bytes())
+                    .await
+                    .unwrap();
                 stdin.flush().await.unwrap();
             }
         }
@@ -154,7 +156,13 @@ impl Client {
     }
 
     /// `process/start` of `argv` in `cwd` (a path), as Codex sends it.
-    pub(crate) async fn start(&mut self, id: &str, argv: &[&str], cwd: &Path, extra: Value) -> Value {
+    pub(crate) async fn start(
+        &mut self,
+        id: &str,
+        argv: &[&str],
+        cwd: &Path,
+        extra: Value,
+    ) -> Value {
         let mut params = json!({
             "processId": id,
             "metadata": {"threadId": "t", "toolCallId": "call0"},
@@ -291,14 +299,26 @@ async fn initialize_describes_this_environment_honestly() {
     let reply = client.handshake().await;
     let info = &reply["result"]["environmentInfo"];
     assert_eq!(reply["result"]["sessionId"].as_str().unwrap().len(), 36);
-    assert!(["bash", "zsh", "sh"].contains(&info["shell"]["name"].as_str().unwrap()), "{info}");
+    assert!(
+        ["bash", "zsh", "sh"].contains(&info["shell"]["name"].as_str().unwrap()),
+        "{info}"
+    );
     assert_eq!(info["cwd"], uri(&door.work()));
     assert_eq!(info["executorVersion"], "0.171.0");
     assert_eq!(info["capabilities"]["fsWatchMissing"], false, "{info}");
-    assert_eq!(info["capabilities"]["environmentConfigRead"], false, "{info}");
-    assert_eq!(client.call("environment/info", json!({})).await["result"], *info);
+    assert_eq!(
+        info["capabilities"]["environmentConfigRead"], false,
+        "{info}"
+    );
+    assert_eq!(
+        client.call("environment/info", json!({})).await["result"],
+        *info
+    );
     let watch = client
-        .call("fs/watchMissing", json!({"watchId": 1, "missing": [], "present": null}))
+        .call(
+            "fs/watchMissing",
+            json!({"watchId": 1, "missing": [], "present": null}),
+        )
         .await;
     assert_eq!(watch["error"]["code"], -32601, "{watch}");
 }
@@ -310,14 +330,21 @@ async fn an_exec_command_turn_streams_output_then_exit_then_close() {
     let work = door.work();
     for probe in [work.join(".git"), "/.git".into(), "/tmp/.git".into()] {
         let missing = client
-            .call("fs/getMetadata", json!({"path": uri(&probe), "sandbox": null}))
+            .call(
+                "fs/getMetadata",
+                json!({"path": uri(&probe), "sandbox": null}),
+            )
             .await;
         assert_eq!(missing["error"]["code"], -32004, "{probe:?}: {missing}");
     }
     let started = client
         .start(
             "p1",
-            &["/bin/bash", "-lc", "echo via-reach; echo S=$AGENT_REACH_SESSION; echo V=$CODEX_VERSION; pwd"],
+            &[
+                "/bin/bash",
+                "-lc",
+                "echo via-reach; echo S=$AGENT_REACH_SESSION; echo V=$CODEX_VERSION; pwd",
+            ],
             &work,
             json!({}),
         )
@@ -327,15 +354,40 @@ async fn an_exec_command_turn_streams_output_then_exit_then_close() {
     assert_eq!(ran.exit_code, 0, "{ran:?}");
     assert!(ran.output.starts_with("via-reach\nS=ar-"), "{ran:?}");
     assert!(ran.output.contains("V=0.171.0\n"), "{ran:?}");
-    assert!(ran.output.ends_with(&format!("{}\n", work.display())), "{ran:?}");
-    let seqs: Vec<u64> = ran.events.iter().map(|e| e["params"]["seq"].as_u64().unwrap()).collect();
-    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1) && seqs[0] == 1, "{seqs:?}");
-    let kinds: Vec<&str> = ran.events.iter().rev().take(2).map(|e| e["method"].as_str().unwrap()).collect();
+    assert!(
+        ran.output.ends_with(&format!("{}\n", work.display())),
+        "{ran:?}"
+    );
+    let seqs: Vec<u64> = ran
+        .events
+        .iter()
+        .map(|e| e["params"]["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1) && seqs[0] == 1,
+        "{seqs:?}"
+    );
+    let kinds: Vec<&str> = ran
+        .events
+        .iter()
+        .rev()
+        .take(2)
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
     assert_eq!(kinds, ["process/closed", "process/exited"]);
-    let gone = client.call("process/terminate", json!({"processId": "p1"})).await;
+    let gone = client
+        .call("process/terminate", json!({"processId": "p1"}))
+        .await;
     assert_eq!(gone["result"], json!({"running": false}));
 
-    client.start("p2", &["/bin/bash", "-lc", "echo hi; exit 3"], &work, json!({})).await;
+    client
+        .start(
+            "p2",
+            &["/bin/bash", "-lc", "echo hi; exit 3"],
+            &work,
+            json!({}),
+        )
+        .await;
     let ran = client.until_closed("p2").await;
     assert_eq!((ran.output.as_str(), ran.exit_code), ("hi\n", 3));
 }
@@ -346,11 +398,20 @@ async fn a_setsid_escapee_is_gone_from_proc_when_its_process_closes() {
     let mut client = door.client().await;
     let marker = ["sleep", "777.125"];
     client
-        .start("bg", &["/bin/bash", "-lc", "setsid sleep 777.125 & echo bg"], &door.work(), json!({}))
+        .start(
+            "bg",
+            &["/bin/bash", "-lc", "setsid sleep 777.125 & echo bg"],
+            &door.work(),
+            json!({}),
+        )
         .await;
     let ran = client.until_closed("bg").await;
     assert_eq!((ran.output.as_str(), ran.exit_code), ("bg\n", 0));
-    assert_eq!(pids::running(&marker), 0, "the escapee outlived its process");
+    assert_eq!(
+        pids::running(&marker),
+        0,
+        "the escapee outlived its process"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,17 +419,39 @@ async fn the_connection_s_end_kills_everything_its_processes_started() {
     let door = Door::start(&[]);
     let mut client = door.client().await;
     let pid_file = door.work().join("pid");
-    let line = format!("setsid sleep 778.5 & echo $! > {}; sleep 779.5", pid_file.display());
-    let started = client.start("long", &["/bin/bash", "-lc", &line], &door.work(), json!({})).await;
+    let line = format!(
+        "setsid sleep 778.5 & echo $! > {}; sleep 779.5",
+        pid_file.display()
+    );
+    let started = client
+        .start(
+            "long",
+            &["/bin/bash", "-lc", &line],
+            &door.work(),
+            json!({}),
+        )
+        .await;
     assert!(started["result"].is_object(), "{started}");
     let began = Instant::now();
-    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+    while !pid_file.exists()
+        || std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .is_empty()
+    {
         assert!(began.elapsed() < LIMIT, "the process never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let escapee: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let escapee: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     client.close().await;
-    assert!(gone_within(escapee, Duration::from_secs(10)), "the escapee outlived the connection");
+    assert!(
+        gone_within(escapee, Duration::from_secs(10)),
+        "the escapee outlived the connection"
+    );
     assert_eq!(pids::running(&["sleep", "779.5"]), 0);
 }
 
@@ -380,41 +463,80 @@ async fn apply_patch_s_fs_calls_work_and_a_missing_directory_is_not_found_first(
     let inner = uri(&work.join("sub/dir/inner.txt"));
     let data = STANDARD.encode("inner\n");
     let first = client
-        .call("fs/writeFile", json!({"path": inner, "dataBase64": data, "sandbox": null}))
+        .call(
+            "fs/writeFile",
+            json!({"path": inner, "dataBase64": data, "sandbox": null}),
+        )
         .await;
     assert_eq!(first["error"]["code"], -32004, "{first}");
-    assert!(!work.join("sub").exists(), "the refused write made directories");
+    assert!(
+        !work.join("sub").exists(),
+        "the refused write made directories"
+    );
     let made = client
-        .call("fs/createDirectory", json!({"path": uri(&work.join("sub/dir")), "recursive": true, "sandbox": null}))
+        .call(
+            "fs/createDirectory",
+            json!({"path": uri(&work.join("sub/dir")), "recursive": true, "sandbox": null}),
+        )
         .await;
     assert_eq!(made["result"], json!({}), "{made}");
     let wrote = client
-        .call("fs/writeFile", json!({"path": inner, "dataBase64": data, "sandbox": null}))
+        .call(
+            "fs/writeFile",
+            json!({"path": inner, "dataBase64": data, "sandbox": null}),
+        )
         .await;
     assert_eq!(wrote["result"], json!({}), "{wrote}");
-    assert_eq!(std::fs::read_to_string(work.join("sub/dir/inner.txt")).unwrap(), "inner\n");
-    let read = client.call("fs/readFile", json!({"path": inner, "sandbox": null})).await;
+    assert_eq!(
+        std::fs::read_to_string(work.join("sub/dir/inner.txt")).unwrap(),
+        "inner\n"
+    );
+    let read = client
+        .call("fs/readFile", json!({"path": inner, "sandbox": null}))
+        .await;
     assert_eq!(decode(&read["result"]["dataBase64"]), b"inner\n");
-    let meta = client.call("fs/getMetadata", json!({"path": inner, "sandbox": null})).await;
+    let meta = client
+        .call("fs/getMetadata", json!({"path": inner, "sandbox": null}))
+        .await;
     assert_eq!(meta["result"]["isFile"], true, "{meta}");
     assert_eq!(meta["result"]["size"], 6);
     assert!(meta["result"]["modifiedAtMs"].as_i64().unwrap() > 0);
     let listed = client
-        .call("fs/readDirectory", json!({"path": uri(&work.join("sub")), "sandbox": null}))
+        .call(
+            "fs/readDirectory",
+            json!({"path": uri(&work.join("sub")), "sandbox": null}),
+        )
         .await;
-    assert_eq!(listed["result"]["entries"], json!([{"fileName": "dir", "isDirectory": true, "isFile": false}]));
+    assert_eq!(
+        listed["result"]["entries"],
+        json!([{"fileName": "dir", "isDirectory": true, "isFile": false}])
+    );
     let removed = client
-        .call("fs/remove", json!({"path": inner, "recursive": false, "force": false, "sandbox": null}))
+        .call(
+            "fs/remove",
+            json!({"path": inner, "recursive": false, "force": false, "sandbox": null}),
+        )
         .await;
     assert_eq!(removed["result"], json!({}), "{removed}");
     assert!(!work.join("sub/dir/inner.txt").exists());
-    let again = client.call("fs/readFile", json!({"path": inner, "sandbox": null})).await;
+    let again = client
+        .call("fs/readFile", json!({"path": inner, "sandbox": null}))
+        .await;
     assert_eq!(again["error"]["code"], -32004, "{again}");
     let outside = client
-        .call("fs/writeFile", json!({"path": "file:///tmp/codex-exec-planted", "dataBase64": data, "sandbox": null}))
+        .call(
+            "fs/writeFile",
+            json!({"path": "file:///tmp/codex-exec-planted", "dataBase64": data, "sandbox": null}),
+        )
         .await;
     assert_eq!(outside["error"]["code"], -32600, "{outside}");
-    assert!(outside["error"]["message"].as_str().unwrap().contains("--root"), "{outside}");
+    assert!(
+        outside["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--root"),
+        "{outside}"
+    );
     assert!(!Path::new("/tmp/codex-exec-planted").exists());
 }
 
@@ -423,35 +545,65 @@ async fn stdin_reaches_a_process_and_its_output_can_be_read_back() {
     let door = Door::start(&[]);
     let mut client = door.client().await;
     let started = client
-        .start("cat", &["/bin/bash", "-lc", "head -n1"], &door.work(), json!({"pipeStdin": true}))
+        .start(
+            "cat",
+            &["/bin/bash", "-lc", "head -n1"],
+            &door.work(),
+            json!({"pipeStdin": true}),
+        )
         .await;
     assert!(started["result"].is_object(), "{started}");
     let wrote = client
-        .call("process/write", json!({"processId": "cat", "chunk": STANDARD.encode("hello\n"), "writeId": "w1"}))
+        .call(
+            "process/write",
+            json!({"processId": "cat", "chunk": STANDARD.encode("hello\n"), "writeId": "w1"}),
+        )
         .await;
     assert_eq!(wrote["result"]["status"], "accepted", "{wrote}");
     let ran = client.until_closed("cat").await;
     assert_eq!((ran.output.as_str(), ran.exit_code), ("hello\n", 0));
     let read = client
-        .call("process/read", json!({"processId": "cat", "afterSeq": 0, "maxBytes": null, "waitMs": 0}))
+        .call(
+            "process/read",
+            json!({"processId": "cat", "afterSeq": 0, "maxBytes": null, "waitMs": 0}),
+        )
         .await;
     let r = &read["result"];
-    assert_eq!((r["exited"].clone(), r["exitCode"].clone(), r["closed"].clone()), (json!(true), json!(0), json!(true)), "{read}");
+    assert_eq!(
+        (
+            r["exited"].clone(),
+            r["exitCode"].clone(),
+            r["closed"].clone()
+        ),
+        (json!(true), json!(0), json!(true)),
+        "{read}"
+    );
     assert_eq!(decode(&r["chunks"][0]["chunk"]), b"hello\n", "{read}");
     let unknown = client
-        .call("process/write", json!({"processId": "nope", "chunk": "", "writeId": "w2"}))
+        .call(
+            "process/write",
+            json!({"processId": "nope", "chunk": "", "writeId": "w2"}),
+        )
         .await;
     assert_eq!(unknown["result"]["status"], "unknownProcess");
-    let outside = client.start("x", &["true"], Path::new("/"), json!({})).await;
+    let outside = client
+        .start("x", &["true"], Path::new("/"), json!({}))
+        .await;
     assert_eq!(outside["error"]["code"], -32602, "{outside}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_needs_the_token_and_then_outlives_the_gate_s_idle_timeout() {
     let door = Door::start(&[("AGENT_REACH_GATE_IDLE_TIMEOUT_MS", "300")]);
-    let refused = Client::connect(door.addr, None).await.err().expect("no token, no WebSocket");
+    let refused = Client::connect(door.addr, None)
+        .await
+        .err()
+        .expect("no token, no WebSocket");
     assert!(refused.to_string().contains("401"), "{refused}");
-    let wrong = Client::connect(door.addr, Some("wrong")).await.err().expect("a wrong token");
+    let wrong = Client::connect(door.addr, Some("wrong"))
+        .await
+        .err()
+        .expect("a wrong token");
     assert!(wrong.to_string().contains("401"), "{wrong}");
     let mut client = door.client().await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -465,25 +617,56 @@ async fn stdio_speaks_the_same_protocol_one_message_per_line() {
     let (mut child, mut client) = stdio_door(&env);
     let work = env.work().canonicalize().unwrap();
     let reply = client.handshake().await;
-    assert_eq!(reply["result"]["environmentInfo"]["cwd"], uri(&work), "{reply}");
+    assert_eq!(
+        reply["result"]["environmentInfo"]["cwd"],
+        uri(&work),
+        "{reply}"
+    );
     client
-        .start("s1", &["/bin/bash", "-lc", "echo one; echo two >&2; exit 4"], &work, json!({}))
+        .start(
+            "s1",
+            &["/bin/bash", "-lc", "echo one; echo two >&2; exit 4"],
+            &work,
+            json!({}),
+        )
         .await;
     let ran = client.until_closed("s1").await;
     assert_eq!(ran.exit_code, 4, "{ran:?}");
-    assert!(ran.output.contains("one\n") && ran.output.contains("two\n"), "{ran:?}");
-    let streams: Vec<&str> = ran.events.iter().filter_map(|e| e["params"]["stream"].as_str()).collect();
+    assert!(
+        ran.output.contains("one\n") && ran.output.contains("two\n"),
+        "{ran:?}"
+    );
+    let streams: Vec<&str> = ran
+        .events
+        .iter()
+        .filter_map(|e| e["params"]["stream"].as_str())
+        .collect();
     assert!(streams.contains(&"stderr"), "{streams:?}");
     let wrote = client
         .call("fs/writeFile", json!({"path": uri(&work.join("hello.txt")), "dataBase64": STANDARD.encode("hello two\n"), "sandbox": null}))
         .await;
     assert_eq!(wrote["result"], json!({}), "{wrote}");
-    assert_eq!(std::fs::read_to_string(work.join("hello.txt")).unwrap(), "hello two\n");
+    assert_eq!(
+        std::fs::read_to_string(work.join("hello.txt")).unwrap(),
+        "hello two\n"
+    );
     client
-        .start("long", &["/bin/bash", "-lc", "sleep 780.25"], &work, json!({}))
+        .start(
+            "long",
+            &["/bin/bash", "-lc", "sleep 780.25"],
+            &work,
+            json!({}),
+        )
         .await;
     client.close().await;
-    let status = tokio::time::timeout(LIMIT, child.wait()).await.unwrap().unwrap();
+    let status = tokio::time::timeout(LIMIT, child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success(), "{status:?}");
-    assert_eq!(pids::running(&["sleep", "780.25"]), 0, "stdin's end left a process running");
+    assert_eq!(
+        pids::running(&["sleep", "780.25"]),
+        0,
+        "stdin's end left a process running"
+    );
 }

@@ -59,8 +59,8 @@ fn kept(policy: &ExecEnvPolicy, name: &str) -> bool {
         .copied()
         .chain(policy.exclude.iter().map(String::as_str))
         .any(|p| matches(p, name));
-    let included = policy.include_only.is_empty()
-        || policy.include_only.iter().any(|p| matches(p, name));
+    let included =
+        policy.include_only.is_empty() || policy.include_only.iter().any(|p| matches(p, name));
     !excluded && included
 }
 

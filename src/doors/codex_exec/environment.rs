@@ -88,9 +88,15 @@ mod tests {
     #[test]
     fn the_shell_is_the_server_s_when_codex_knows_it() {
         let bash = shell(Some("/bin/bash"));
-        assert_eq!((bash.name.as_str(), bash.path.as_str()), ("bash", "/bin/bash"));
+        assert_eq!(
+            (bash.name.as_str(), bash.path.as_str()),
+            ("bash", "/bin/bash")
+        );
         let fallback = shell(Some("/usr/bin/fish"));
-        assert!(KNOWN_SHELLS.contains(&fallback.name.as_str()), "{fallback:?}");
+        assert!(
+            KNOWN_SHELLS.contains(&fallback.name.as_str()),
+            "{fallback:?}"
+        );
     }
 
     #[test]

@@ -58,7 +58,9 @@ pub(crate) async fn read_file(conn: &Connection, raw: Value) -> Result<Value, Rp
         if size > MAX_READ_FILE_BYTES {
             return Err(WorkspaceError::Invalid {
                 path: target.shown.clone(),
-                why: format!("it is larger than fs/readFile's limit of {MAX_READ_FILE_BYTES} bytes"),
+                why: format!(
+                    "it is larger than fs/readFile's limit of {MAX_READ_FILE_BYTES} bytes"
+                ),
             });
         }
         let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
@@ -164,10 +166,7 @@ pub(crate) async fn read_directory(conn: &Connection, raw: Value) -> Result<Valu
 /// tree; with `force` a missing path is no error.
 pub(crate) async fn remove(conn: &Connection, raw: Value) -> Result<Value, RpcError> {
     let ask: FsPathParams = params(raw)?;
-    let (recursive, force) = (
-        ask.recursive.unwrap_or(false),
-        ask.force.unwrap_or(false),
-    );
+    let (recursive, force) = (ask.recursive.unwrap_or(false), ask.force.unwrap_or(false));
     let (ws, rel) = workspace_for(conn, FileOp::Remove, &ask.path)?;
     let removed = blocking(move || {
         let target = ws.resolve_entry(&rel)?;
@@ -197,15 +196,12 @@ fn workspace_for(
         }
         other => RpcError::invalid_params(other.to_string()),
     })?;
-    let files = conn
-        .broker
-        .files(&conn.caller, op, &[&rel])
-        .map_err(|r| {
-            RpcError::new(
-                codes::INVALID_REQUEST,
-                format!("{} (error kind {})", r.message, r.kind),
-            )
-        })?;
+    let files = conn.broker.files(&conn.caller, op, &[&rel]).map_err(|r| {
+        RpcError::new(
+            codes::INVALID_REQUEST,
+            format!("{} (error kind {})", r.message, r.kind),
+        )
+    })?;
     Ok((files.workspace().clone(), rel))
 }
 
@@ -253,7 +249,9 @@ mod tests {
     fn a_missing_path_is_codex_s_not_found_and_an_escape_a_refusal() {
         let missing = WorkspaceError::NotFound { path: "x".into() };
         assert_eq!(fs_error(&missing).code, codes::NOT_FOUND);
-        let out = WorkspaceError::Escapes { path: "../x".into() };
+        let out = WorkspaceError::Escapes {
+            path: "../x".into(),
+        };
         assert_eq!(fs_error(&out).code, codes::INVALID_REQUEST);
     }
 }

@@ -147,7 +147,11 @@ pub(crate) async fn read(conn: &Connection, raw: Value) -> Result<Value, RpcErro
             let mut chunks = Vec::new();
             let mut bytes = 0usize;
             for chunk in progress.chunks.iter().filter(|c| c.seq > after) {
-                if !chunks.is_empty() && ask.max_bytes.is_some_and(|m| bytes + chunk.chunk.0.len() > m) {
+                if !chunks.is_empty()
+                    && ask
+                        .max_bytes
+                        .is_some_and(|m| bytes + chunk.chunk.0.len() > m)
+                {
                     break;
                 }
                 bytes += chunk.chunk.0.len();
@@ -259,7 +263,9 @@ fn broker_error(err: &BrokerError) -> RpcError {
         BrokerError::Start(e) => match e {
             ExecError::NotFound { .. }
             | ExecError::WorkdirMissing { .. }
-            | ExecError::WorkdirNotDirectory { .. } => RpcError::new(codes::NOT_FOUND, e.to_string()),
+            | ExecError::WorkdirNotDirectory { .. } => {
+                RpcError::new(codes::NOT_FOUND, e.to_string())
+            }
             _ => RpcError::internal(e.to_string()),
         },
         BrokerError::Full(full) => RpcError::new(codes::INVALID_REQUEST, full.to_string()),

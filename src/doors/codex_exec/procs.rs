@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::connection::Outbox;
 use super::protocol::{
     ByteChunk, EXEC_CLOSED_METHOD, EXEC_EXITED_METHOD, EXEC_OUTPUT_DELTA_METHOD,
-    ExecClosedNotification, ExecExitedNotification, ExecOutputDeltaNotification,
-    ExecOutputStream, ProcessOutputChunk, notification,
+    ExecClosedNotification, ExecExitedNotification, ExecOutputDeltaNotification, ExecOutputStream,
+    ProcessOutputChunk, notification,
 };
 use crate::broker::Live;
 use crate::exec::state::StreamKind;

@@ -91,8 +91,14 @@ mod tests {
     #[test]
     fn the_operator_only_narrows_what_codex_asks() {
         use Policy::*;
-        assert_eq!(narrowest(Some(WorkspaceWrite), Some(ReadOnly)), Some(ReadOnly));
-        assert_eq!(narrowest(Some(ReadOnly), Some(DangerFullAccess)), Some(ReadOnly));
+        assert_eq!(
+            narrowest(Some(WorkspaceWrite), Some(ReadOnly)),
+            Some(ReadOnly)
+        );
+        assert_eq!(
+            narrowest(Some(ReadOnly), Some(DangerFullAccess)),
+            Some(ReadOnly)
+        );
         assert_eq!(narrowest(None, Some(WorkspaceWrite)), Some(WorkspaceWrite));
         assert_eq!(narrowest(Some(ReadOnly), None), Some(ReadOnly));
         assert_eq!(narrowest(None, None), None);

@@ -33,9 +33,8 @@ pub(crate) fn to_path(uri: &str) -> Result<PathBuf, UriError> {
     let bytes = decode(path).ok_or_else(|| UriError::BadEscape {
         uri: uri.to_owned(),
     })?;
-    Ok(PathBuf::from(std::ffi::OsString::from(
-        <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&bytes).to_os_string(),
-    )))
+    use std::os::unix::ffi::OsStrExt;
+    Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
 }
 
 /// The `file://` URI of an absolute path.
