@@ -3,7 +3,8 @@
 (mock_model.py) with agent-reach as its exec-server, over WebSocket
 (CODEX_EXEC_SERVER_URL) and over stdio ($CODEX_HOME/environments.toml).
 Asserts on what the model receives back from each tool call, on the files
-apply_patch changed, and on /proc after the turn; then times one
+apply_patch changed, and on /proc after the turn; checks that Codex's
+read-only sandbox holds; then times one
 `exec_command` of `true` through agent-reach and through Codex's own local
 execution, same model, same run.
 
@@ -99,12 +100,12 @@ def codex_home(case, model_port, environments=None):
     return home
 
 
-def run_codex(case, home, project, extra_env):
+def run_codex(case, home, project, extra_env, sandbox="workspace-write"):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CODEX_", "OPENAI_"))}
     env.update({"CODEX_HOME": home, **extra_env})
     started = time.monotonic()
     done = subprocess.run(
-        [CODEX, "exec", "-s", "workspace-write", "--skip-git-repo-check", "--color", "never", "go"],
+        [CODEX, "exec", "-s", sandbox, "--skip-git-repo-check", "--color", "never", "go"],
         cwd=project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240,
     )
     with open(f"{case}/codex.out", "w") as f:
@@ -187,6 +188,30 @@ def scenario(name):
                 proc.wait(timeout=10)
 
 
+def read_only():
+    """`codex exec -s read-only`: Codex's sandbox is honoured by ours."""
+    case = os.path.join(WORK, "read-only")
+    project = os.path.join(case, "project")
+    os.makedirs(project)
+    project = os.path.realpath(project)
+    script = [[{"call": "exec_command", "args": {"cmd": "touch made-here; echo touch=$?"}}], [{"say": "done"}]]
+    model, model_port = start_model(case, script)
+    server = None
+    try:
+        server, port = serve_ws(case, project)
+        home = codex_home(case, model_port)
+        done, _ = run_codex(case, home, project, {"CODEX_EXEC_SERVER_URL": f"ws://127.0.0.1:{port}"}, "read-only")
+        out = outputs(case).get("call0_0", "")
+        check(done.returncode == 0, f"read-only: codex exec succeeded (see {case}/codex.out)")
+        check("touch=1" in out and not os.path.exists(os.path.join(project, "made-here")),
+              f"read-only: Codex's read-only sandbox held in agent-reach's: {out!r}")
+    finally:
+        for proc in (server, model):
+            if proc:
+                proc.terminate()
+                proc.wait(timeout=10)
+
+
 def wall_time(output):
     match = re.search(r"Wall time: ([0-9.]+) seconds", output)
     return float(match.group(1)) if match else None
@@ -224,6 +249,7 @@ def benchmark():
 
 for name in ("ws", "stdio"):
     scenario(name)
+read_only()
 benchmark()
 if FAILURES:
     print(f"{len(FAILURES)} check(s) failed")

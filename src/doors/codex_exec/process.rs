@@ -77,9 +77,14 @@ fn start_process(
     );
     request.tty = Some(exec.tty);
     request.session = true;
-    request.sandbox = super::sandbox::narrowest(
-        super::sandbox::asked(exec.sandbox.as_ref()),
-        conn.broker.operator_sandbox(),
+    let asked = super::sandbox::asked(exec.sandbox.as_ref());
+    request.sandbox = super::sandbox::narrowest(asked, conn.broker.operator_sandbox());
+    tracing::debug!(
+        process = %exec.process_id,
+        codex_sandbox = %exec.sandbox.as_ref().map_or_else(String::new, |v| v.to_string()),
+        ?asked,
+        applied = ?request.sandbox,
+        "codex-exec sandbox"
     );
     let (tap, receiver) = crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS)
         .map_err(|e| RpcError::internal(format!("cannot open the output stream: {e}")))?;
