@@ -15,6 +15,7 @@
 //! failing cell. The admission columns (token, `Host`, `Origin`, body
 //! limit, half-open connections) are the gate suite's (`gate.rs`).
 
+mod codex_row;
 mod columns;
 mod doors;
 
@@ -28,12 +29,13 @@ use super::listeners::listening;
 use crate::common::{ServerProcess, TestEnv, serve_listening};
 
 /// The protocols every server of the matrix listens with.
-const PROTOCOLS: [&str; 5] = [
+const PROTOCOLS: [&str; 6] = [
     "mcp",
     "sandboxd-grpc",
     "sandboxd-rest",
     "python-runtime",
     "swerex",
+    "codex-exec",
 ];
 /// `--max-sessions` of the sessions server: small, so N+1 is cheap.
 pub(crate) const MAX_SESSIONS: usize = 3;
@@ -129,6 +131,7 @@ fn rows() -> Vec<Box<dyn Wire>> {
         Box::new(doors::Rest),
         Box::new(doors::PythonRuntime),
         Box::new(doors::Swerex),
+        Box::new(codex_row::CodexExec),
     ]
 }
 
