@@ -62,11 +62,23 @@ impl Client {
         addr: std::net::SocketAddr,
         token: Option<&str>,
     ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
+        Self::connect_with(addr, token, &[]).await
+    }
+
+    /// [`Client::connect`] with more headers on the upgrade request.
+    async fn connect_with(
+        addr: std::net::SocketAddr,
+        token: Option<&str>,
+        headers: &[(&'static str, &str)],
+    ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
         let mut request = format!("ws://{addr}/").into_client_request()?;
         if let Some(token) = token {
             request
                 .headers_mut()
                 .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        for (name, value) in headers {
+            request.headers_mut().insert(*name, value.parse().unwrap());
         }
         let (ws, _) = tokio_tungstenite::connect_async(request).await?;
         Ok(Self::over(Wire::Ws(Box::new(ws))))
@@ -593,7 +605,7 @@ async fn stdin_reaches_a_process_and_its_output_can_be_read_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_upgrade_needs_the_token_and_then_outlives_the_gate_s_idle_timeout() {
+async fn the_upgrade_passes_the_gate_only_with_the_token_and_then_outlives_its_idle_timeout() {
     let door = Door::start(&[("AGENT_REACH_GATE_IDLE_TIMEOUT_MS", "300")]);
     let refused = Client::connect(door.addr, None)
         .await
@@ -605,6 +617,13 @@ async fn the_upgrade_needs_the_token_and_then_outlives_the_gate_s_idle_timeout()
         .err()
         .expect("a wrong token");
     assert!(wrong.to_string().contains("401"), "{wrong}");
+    for header in [("host", "evil.example"), ("origin", "http://evil.example")] {
+        let refused = Client::connect_with(door.addr, Some(TOKEN), &[header])
+            .await
+            .err()
+            .expect("a foreign Host or Origin");
+        assert!(refused.to_string().contains("403"), "{header:?}: {refused}");
+    }
     let mut client = door.client().await;
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let still = client.call("environment/info", json!({})).await;

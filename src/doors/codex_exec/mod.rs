@@ -113,6 +113,8 @@ async fn run_socket(state: CodexExecState, caller: Caller, mut socket: WebSocket
             }
         }
     }
+    // Nothing more goes out: a handler or an owner waiting to send gives up.
+    drop(outgoing);
     conn.end().await;
 }
 

@@ -146,7 +146,10 @@ async fn run(
     go: oneshot::Receiver<()>,
 ) {
     let Started { live, mut tap, .. } = started;
-    let _ = go.await;
+    tokio::select! {
+        _ = go => {}
+        () = ended.cancelled() => {}
+    }
     let exec = live.exec.clone();
     let settle = exec.settle();
     tokio::pin!(settle);
