@@ -8,7 +8,7 @@ SCRIPT.json is a list of turns; each turn is a list of output items sent
 back for one request, in order: `{"call": NAME, "args": {...}}` (a function
 call, `arguments` JSON-encoded), `{"custom": NAME, "input": "..."}` (a
 freeform tool call, as Codex's apply_patch may be), or `{"say": "text"}`
-(an assistant message). Each request body is appended to LOG.jsonl, so the
+(an assistant message). Each request body is appended to LOG.jsonl (with its arrival time), so the
 test asserts on what the model received (the tools' outputs). The port the
 server listens on is written to PORT_FILE. A request past the script's end
 gets a final message "script over". An argument whose value is the
@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SCRIPT_PATH, LOG_PATH, PORT_FILE = sys.argv[1:4]
@@ -95,7 +96,7 @@ class Handler(BaseHTTPRequestHandler):
             turn = STATE["turn"]
             STATE["turn"] += 1
             with open(LOG_PATH, "a") as log:
-                log.write(json.dumps({"path": self.path, "turn": turn, "body": request}) + "\n")
+                log.write(json.dumps({"path": self.path, "turn": turn, "at": time.time(), "body": request}) + "\n")
         if not self.path.rstrip("/").endswith("/responses"):
             self.send_response(404)
             self.send_header("content-length", "0")
