@@ -44,7 +44,9 @@ impl Outbox {
 #[derive(Debug)]
 pub(crate) struct Connection {
     pub(crate) broker: Broker,
-    /// The gate's caller narrowed to this connection: its processes are its own.
+    /// The gate's caller: `--max-sessions-per-client` counts its processes
+    /// across all its connections; each connection reaches only its own
+    /// (its [`ProcTable`]).
     pub(crate) caller: Caller,
     pub(crate) session_id: String,
     pub(crate) out: Outbox,
@@ -64,7 +66,7 @@ impl Connection {
         let session_id = new_session_id();
         Arc::new(Self {
             broker,
-            caller: caller.within(&session_id),
+            caller: caller.clone(),
             session_id,
             out,
             procs: ProcTable::default(),

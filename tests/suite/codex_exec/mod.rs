@@ -38,11 +38,21 @@ struct Door {
 
 impl Door {
     fn start(extra_env: &[(&str, &str)]) -> Self {
+        Self::start_with(extra_env, None)
+    }
+
+    /// A server with `extra_env` and, if given, the registry `registry`.
+    fn start_with(extra_env: &[(&str, &str)], registry: Option<&str>) -> Self {
         let env = TestEnv::new();
         let log = env.root.path().join("serve.log");
         let mut cmd = serve_listening(&env, &log, &["codex-exec=127.0.0.1:0".to_owned()], TOKEN);
         for (k, v) in extra_env {
             cmd.env(k, v);
+        }
+        if let Some(registry) = registry {
+            let config = env.root.path().join("registry.toml");
+            std::fs::write(&config, registry).unwrap();
+            cmd.arg("--config").arg(config);
         }
         let child = cmd.spawn().unwrap();
         let known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
@@ -472,4 +482,25 @@ async fn stdio_speaks_the_same_protocol_one_message_per_line() {
         0,
         "stdin's end left a process running"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_reaches_codex_redacted() {
+    let door = Door::start_with(
+        &[("DEPLOY_TOKEN", "tok-7f3a9c2e51")],
+        Some(
+            "allow_raw_commands = true\n[[tools]]\nname = \"deploy\"\ncommand = [\"true\"]\ncwd = \"project_root\"\nrisk = \"low\"\nsecrets = [\"DEPLOY_TOKEN\"]\n",
+        ),
+    );
+    let mut client = door.client().await;
+    client
+        .start(
+            "leak",
+            &["/bin/sh", "-c", "echo token=tok-7f3a9c2e51"],
+            &door.work(),
+            json!({}),
+        )
+        .await;
+    let ran = client.until_closed("leak").await;
+    assert_eq!(ran.output, "token=[REDACTED:DEPLOY_TOKEN]\n", "{ran:?}");
 }
