@@ -27,6 +27,12 @@ use crate::workspace::{EntryKind, Workspace, WorkspaceError};
 pub(crate) const MAX_READ_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// The permission bits of a file `fs/writeFile` creates.
 const NEW_FILE_MODE: u32 = 0o644;
+/// `fs/createDirectory`'s `recursive` when Codex leaves it out.
+const DEFAULT_MKDIR_RECURSIVE: bool = true;
+/// `fs/remove`'s `recursive` when Codex leaves it out.
+const DEFAULT_REMOVE_RECURSIVE: bool = false;
+/// `fs/remove`'s `force` when Codex leaves it out.
+const DEFAULT_REMOVE_FORCE: bool = false;
 
 /// `fs/getMetadata`: what the entry is (a final link reported as a link).
 pub(crate) async fn get_metadata(conn: &Connection, raw: Value) -> Result<Value, RpcError> {
@@ -119,7 +125,7 @@ pub(crate) async fn write_file(conn: &Connection, raw: Value) -> Result<Value, R
 /// must exist and it must not.
 pub(crate) async fn create_directory(conn: &Connection, raw: Value) -> Result<Value, RpcError> {
     let ask: FsPathParams = params(raw)?;
-    let recursive = ask.recursive.unwrap_or(true);
+    let recursive = ask.recursive.unwrap_or(DEFAULT_MKDIR_RECURSIVE);
     let (ws, rel) = workspace_for(conn, FileOp::Write, &ask.path)?;
     blocking(move || {
         let target = ws.resolve(&rel)?;
@@ -166,7 +172,10 @@ pub(crate) async fn read_directory(conn: &Connection, raw: Value) -> Result<Valu
 /// tree; with `force` a missing path is no error.
 pub(crate) async fn remove(conn: &Connection, raw: Value) -> Result<Value, RpcError> {
     let ask: FsPathParams = params(raw)?;
-    let (recursive, force) = (ask.recursive.unwrap_or(false), ask.force.unwrap_or(false));
+    let (recursive, force) = (
+        ask.recursive.unwrap_or(DEFAULT_REMOVE_RECURSIVE),
+        ask.force.unwrap_or(DEFAULT_REMOVE_FORCE),
+    );
     let (ws, rel) = workspace_for(conn, FileOp::Remove, &ask.path)?;
     let removed = blocking(move || {
         let target = ws.resolve_entry(&rel)?;
