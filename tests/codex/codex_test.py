@@ -3,7 +3,8 @@
 (mock_model.py) with agent-reach as its exec-server, over WebSocket
 (CODEX_EXEC_SERVER_URL) and over stdio ($CODEX_HOME/environments.toml).
 Asserts on what the model receives back from each tool call, on the files
-apply_patch changed, and on /proc after the turn; checks that Codex's
+apply_patch changed, on /proc after the turn, and on the stdio traffic
+(recorded with `tee` on both pipes); checks that Codex's
 read-only sandbox holds; then times one
 `exec_command` of `true` through agent-reach and through Codex's own local
 execution, same model, same run.
@@ -155,11 +156,13 @@ def scenario(name):
             home = codex_home(case, model_port)
             done, _ = run_codex(case, home, project, {"CODEX_EXEC_SERVER_URL": f"ws://127.0.0.1:{port}"})
         else:
+            # The server's traffic recorded on its way: `tee` on both pipes.
+            record = f'tee {case}/traffic-in.jsonl | "$0" "$@" | tee {case}/traffic-out.jsonl'
+            args = ["-c", record, AGENT_REACH, "serve", "--stdio", "codex-exec", "--root", project,
+                    "--log-file", case + "/serve.log"]
             environments = (
                 'default = "reach"\ninclude_local = false\n\n[[environments]]\nid = "reach"\n'
-                f"program = {json.dumps(AGENT_REACH)}\n"
-                f'args = ["serve", "--stdio", "codex-exec", "--root", {json.dumps(project)}, '
-                f'"--log-file", {json.dumps(case + "/serve.log")}]\n'
+                f'program = "/bin/sh"\nargs = {json.dumps(args)}\n'
             )
             home = codex_home(case, model_port, environments)
             done, _ = run_codex(case, home, project, {})
@@ -178,6 +181,8 @@ def scenario(name):
         check("exited with code 0" in out(5) and "flood-end" in out(5), f"{name}: the flood ended: {out(5)[-300:]!r}")
         check("Success" in out(6) and "Success" in out(7) and "Success" in out(8),
               f"{name}: apply_patch succeeded: {[out(6), out(7), out(8)]!r}")
+        if name == "stdio":
+            traffic(case, project)
         read = lambda rel: open(os.path.join(project, rel)).read() if os.path.exists(os.path.join(project, rel)) else None
         check(read("hello.txt") == "hello two\n", f"{name}: hello.txt was added then changed: {read('hello.txt')!r}")
         check(read("sub/dir/inner.txt") == "inner\n", f"{name}: a file in a missing directory was added: {read('sub/dir/inner.txt')!r}")
@@ -186,6 +191,28 @@ def scenario(name):
             if proc:
                 proc.terminate()
                 proc.wait(timeout=10)
+
+
+def traffic(case, project):
+    """What went over stdio: Codex's messages and ours, one per line, none
+    with a "jsonrpc" field; apply_patch's write into a missing directory
+    got -32004, then Codex created the directory and wrote again."""
+    def lines(path):
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    sent, answered = lines(f"{case}/traffic-in.jsonl"), lines(f"{case}/traffic-out.jsonl")
+    check(all("jsonrpc" not in m for m in sent + answered), "stdio: no message carries a jsonrpc field")
+    inner = f"file://{project}/sub/dir/inner.txt"
+    writes = [m["id"] for m in sent if m.get("method") == "fs/writeFile" and m["params"]["path"] == inner]
+    replies = {m.get("id"): m for m in answered if "id" in m}
+    codes = [replies.get(i, {}).get("error", {}).get("code") for i in writes]
+    made = [m for m in sent if m.get("method") == "fs/createDirectory"]
+    check(len(writes) == 2 and codes == [-32004, None] and made,
+          f"stdio: the write into sub/dir got -32004, then createDirectory, then it landed: {codes} {len(made)}")
+    started = [m for m in sent if m.get("method") == "process/start"]
+    closed = [m for m in answered if m.get("method") == "process/closed"]
+    check(len(started) >= 5 and len(closed) == len(started),
+          f"stdio: every process Codex started was closed: {len(started)} started, {len(closed)} closed")
 
 
 def read_only():
