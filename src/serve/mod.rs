@@ -61,6 +61,12 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         eprintln!("agent-reach serve: {e}");
         return exit_code::USAGE;
     }
+    if !args.listen.is_empty() && args.stdio != args::StdioProtocol::Mcp {
+        eprintln!(
+            "agent-reach serve: --stdio codex-exec serves stdio and --listen serves the network; give one or the other"
+        );
+        return exit_code::USAGE;
+    }
     // The listeners' auth is settled before anything is served: a listener
     // other machines can reach needs a token or --no-auth (exit 2).
     let auth = match listener_auth(&args, &ctx) {

@@ -504,3 +504,19 @@ async fn output_reaches_codex_redacted() {
     let ran = client.until_closed("leak").await;
     assert_eq!(ran.output, "token=[REDACTED:DEPLOY_TOKEN]\n", "{ran:?}");
 }
+
+#[test]
+fn stdio_codex_exec_and_listen_together_are_a_usage_error() {
+    let env = TestEnv::new();
+    env.cmd()
+        .args([
+            "serve",
+            "--stdio",
+            "codex-exec",
+            "--listen",
+            "codex-exec=127.0.0.1:0",
+        ])
+        .run()
+        .code_is(2)
+        .stderr_contains("--stdio codex-exec");
+}
