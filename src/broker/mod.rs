@@ -15,6 +15,7 @@
 //! Every request of a remote door is planned as [`Door::Listener`]: the
 //! operator's policy, with nobody there to approve.
 
+pub(crate) mod asking;
 pub(crate) mod files;
 pub(crate) mod scratch;
 pub(crate) mod sessions;
@@ -24,13 +25,14 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) use asking::{Answer, Approver, Planned, StartedSession};
 pub(crate) use files::Files;
 pub(crate) use sessions::{SessionLedger, SessionTicket, SessionsFull};
 
 use crate::exec::{Attach, Completed, ExecError, Execution};
 use crate::gate::Caller;
 use crate::plan::sandbox::ReportGuard;
-use crate::plan::{Dispatcher, Door, FileOp, Plan, Rejection, Request};
+use crate::plan::{Background, Dispatcher, Door, FileOp, Plan, Rejection, Request};
 use crate::registry::model::LimitSettings;
 use crate::result::NormalizedResult;
 use crate::workspace::Workspace;
@@ -146,6 +148,27 @@ impl Broker {
         self.inner.dispatcher.planner().limits()
     }
 
+    /// The registry the operator serves (its tools, as a door lists them).
+    pub(crate) fn registry(&self) -> &crate::registry::Registry {
+        self.inner.dispatcher.registry()
+    }
+
+    /// The counters every door's calls are counted in.
+    pub(crate) fn metrics(&self) -> Arc<crate::registry::metrics::Metrics> {
+        self.inner.dispatcher.metrics()
+    }
+
+    /// `text` with the registry's secrets replaced (for a log line).
+    pub(crate) fn redact(&self, text: &str) -> String {
+        self.inner.dispatcher.redact(text)
+    }
+
+    /// The operator's `allow_raw_commands`: whether a door offers its
+    /// shell tools at all.
+    pub(crate) fn allows_raw_commands(&self) -> bool {
+        self.inner.dispatcher.planner().policy().allow_raw_commands
+    }
+
     /// The one session table of every door.
     pub(crate) fn sessions(&self) -> &SessionLedger {
         &self.inner.sessions
@@ -232,6 +255,48 @@ impl Broker {
         })
     }
 
+    /// Runs a one-shot command for `caller` the way `envd` and `daytona`
+    /// users rely on: what it leaves running in the background
+    /// (`server > log 2>&1 &`) lives on, seated in the session table under
+    /// `caller` (`what` names it there) until it is all gone, killed, or the
+    /// server stops. A timeout still kills the whole tree.
+    #[expect(
+        dead_code,
+        reason = "the daytona door's process/execute is its first user"
+    )]
+    pub(crate) async fn run_leaving_background(
+        &self,
+        caller: &Caller,
+        mut request: Request,
+        what: &str,
+    ) -> NormalizedResult {
+        let broker = self.clone();
+        let owner = caller.clone();
+        let what = what.to_owned();
+        request.background = Some(Background::new(move |remainder| {
+            broker.keep_background(&owner, remainder, &what);
+        }));
+        self.run(caller, request).await
+    }
+
+    /// Seats what `remainder` left running under `caller` and holds it on
+    /// a task of its own; with no seat free it is killed at once (the caps
+    /// hold for background processes too).
+    pub(crate) fn keep_background(&self, caller: &Caller, remainder: Execution, what: &str) {
+        match self.inner.sessions.admit(caller, what) {
+            Ok(ticket) => {
+                ticket.hold(&remainder);
+                tokio::spawn(hold_background(remainder, ticket));
+            }
+            Err(full) => {
+                tracing::warn!(caller = %caller, what, "background processes killed: {full}");
+                tokio::spawn(async move {
+                    remainder.terminate().await;
+                });
+            }
+        }
+    }
+
     /// A file operation for `caller`: planned like a command (the policy
     /// may refuse it), then the workspace to do it in.
     pub(crate) fn files(
@@ -246,7 +311,16 @@ impl Broker {
             .planner()
             .plan_file(op, paths, Door::Listener)?;
         tracing::debug!(caller = %caller, op = op.verb(), "file operation");
-        Ok(Files::new(permit, self.inner.workspace.clone()))
+        let writable = self
+            .inner
+            .dispatcher
+            .planner()
+            .policy()
+            .writable_roots
+            .iter()
+            .map(|root| Workspace::new(root))
+            .collect();
+        Ok(Files::new(permit, self.inner.workspace.clone(), writable))
     }
 
     fn plan(&self, caller: &Caller, request: &Request) -> Result<Plan, Rejection> {
@@ -256,6 +330,28 @@ impl Broker {
             .planner()
             .plan(request, Door::Listener)
     }
+}
+
+/// How often a held background is looked at to see whether it is gone.
+const BACKGROUND_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Holds what a command left running in its seat (`ticket`, marked as
+/// background) until none of it is left: ended by itself, killed through
+/// its door or the session table, or at the server's stop. Then the
+/// execution is settled (reaped, its cgroup released) and the seat freed.
+pub(crate) async fn hold_background(remainder: Execution, ticket: SessionTicket) {
+    ticket.leave_in_background();
+    tracing::info!(
+        session = ticket.id(),
+        pid = remainder.pid(),
+        "a command's background processes live on"
+    );
+    while remainder.has_remainder().await {
+        tokio::time::sleep(BACKGROUND_POLL).await;
+    }
+    remainder.settle().await;
+    tracing::info!(session = ticket.id(), "background processes gone");
+    drop(ticket);
 }
 
 fn capped_names(plan: &Plan) -> Vec<String> {

@@ -42,12 +42,15 @@ pub(crate) struct SessionEntry {
     pub(crate) started: Instant,
     /// The process, once spawned; the server's stop ends it.
     pub(crate) exec: Option<Execution>,
+    /// What a one-shot command left running after it exited (`envd`,
+    /// `daytona`): it counts until all of it is gone.
+    pub(crate) background: bool,
 }
 
 impl SessionEntry {
     /// Not yet started, or started and not exited.
     fn is_running(&self) -> bool {
-        self.exec.as_ref().is_none_or(|e| e.exit_info().is_none())
+        self.background || self.exec.as_ref().is_none_or(|e| e.exit_info().is_none())
     }
 }
 
@@ -115,6 +118,7 @@ impl SessionLedger {
                 what: what.to_owned(),
                 started: Instant::now(),
                 exec: None,
+                background: false,
             },
         );
         Ok(SessionTicket {
@@ -169,6 +173,14 @@ impl SessionTicket {
     /// The id the table knows this session by (a door may show it).
     pub(crate) fn id(&self) -> u64 {
         self.id
+    }
+
+    /// Marks the seat as held by what its command left running in the
+    /// background: it counts against the caps though the command exited.
+    pub(crate) fn leave_in_background(&self) {
+        if let Some(entry) = crate::sync::lock(&self.ledger.inner).live.get_mut(&self.id) {
+            entry.background = true;
+        }
     }
 
     /// Records the process this seat is for, so the server's stop ends it.

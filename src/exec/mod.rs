@@ -51,6 +51,8 @@ pub(crate) mod kill;
 #[cfg(unix)]
 pub(crate) mod pids_limit;
 #[cfg(unix)]
+pub(crate) mod ports;
+#[cfg(unix)]
 pub(crate) mod procfs;
 #[cfg(unix)]
 pub(crate) mod pty;

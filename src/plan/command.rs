@@ -86,6 +86,7 @@ pub(crate) fn plan_command(
         cache: None,
         report,
         capped: Vec::new(),
+        background: None,
     })
 }
 
@@ -133,6 +134,7 @@ pub(crate) fn plan_apply_patch(
         cache: None,
         report,
         capped: Vec::new(),
+        background: None,
     })
 }
 

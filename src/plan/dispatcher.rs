@@ -231,6 +231,7 @@ impl Dispatcher {
         match self.planner.plan(&request, door) {
             Ok(mut plan) => {
                 plan.demand.caller = caller.to_owned();
+                plan.background = request.background.clone();
                 self.admit(request.id, plan, door)
             }
             Err(rejection) => {
@@ -415,9 +416,10 @@ impl Dispatcher {
             cache,
             report,
             capped,
+            background,
             ..
         } = plan;
-        let mut result = self.runner.run(spec, render).await;
+        let mut result = self.runner.run(spec, render, background).await;
         drop(report);
         drop(permit);
         result.id = id;
@@ -608,7 +610,12 @@ mod tests {
     }
 
     impl Runner for FakeRunner {
-        fn run(&self, plan: SpawnSpec, _render: RenderOptions) -> RunFuture<'_> {
+        fn run(
+            &self,
+            plan: SpawnSpec,
+            _render: RenderOptions,
+            _background: Option<super::super::Background>,
+        ) -> RunFuture<'_> {
             Box::pin(async move {
                 self.plans.lock().unwrap().push(plan.clone());
                 tokio::time::sleep(self.delay).await;

@@ -114,6 +114,41 @@ pub(crate) struct Plan {
     pub(crate) report: Option<sandbox::ReportGuard>,
     /// What the operator's `[limits]` cut from the request.
     pub(crate) capped: Vec<caps::Cap>,
+    /// Where what a one-shot run leaves in the background goes; `None`:
+    /// it is killed with the command (every door but `envd` and
+    /// `daytona`).
+    pub(crate) background: Option<Background>,
+}
+
+/// Takes what a one-shot command left running in the background when it
+/// exited (the platforms' `server > log 2>&1 &`): the broker seats it in
+/// the one session table under its caller. Set by the broker, never by a
+/// client.
+#[derive(Clone)]
+pub(crate) struct Background(Arc<dyn Fn(crate::exec::Execution) + Send + Sync>);
+
+impl Background {
+    /// A hook that hands each remainder to `keep`.
+    pub(crate) fn new(keep: impl Fn(crate::exec::Execution) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(keep))
+    }
+
+    /// Hands `remainder` over.
+    pub(crate) fn keep(&self, remainder: crate::exec::Execution) {
+        (self.0)(remainder);
+    }
+}
+
+impl PartialEq for Background {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Background {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Background(..)")
+    }
 }
 
 /// Names agent-reach keeps for itself: a request may not set them.

@@ -60,6 +60,9 @@ pub(crate) struct Request {
     /// Raw commands: blanks at the end of lines are kept (a door that must
     /// pass output on byte for byte, as SWE-ReX's); dropped otherwise.
     pub(crate) keep_blanks: bool,
+    /// Where what a one-shot command leaves running goes (the broker's, for
+    /// the doors whose platforms keep it); never from the wire.
+    pub(crate) background: Option<super::Background>,
 }
 
 /// A request refused before anything ran.
@@ -105,6 +108,7 @@ impl Request {
             sandbox: None,
             session: false,
             keep_blanks: false,
+            background: None,
         }
     }
 

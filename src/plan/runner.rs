@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use super::Background;
 use crate::exec::{Execution, RenderOptions, SpawnSpec};
 use crate::exit_code;
 use crate::result::{NormalizedResult, Status};
@@ -18,7 +19,14 @@ pub(crate) type RunFuture<'a> = Pin<Box<dyn Future<Output = NormalizedResult> + 
 /// Runs a planned spec to completion. The result's `id`, `tool` and
 /// `cached` are filled by the caller.
 pub(crate) trait Runner: Send + Sync + 'static {
-    fn run(&self, spec: SpawnSpec, render: RenderOptions) -> RunFuture<'_>;
+    /// `background`: where what the command leaves running goes, else it
+    /// is killed with the command.
+    fn run(
+        &self,
+        spec: SpawnSpec,
+        render: RenderOptions,
+        background: Option<Background>,
+    ) -> RunFuture<'_>;
 }
 
 /// Runs specs through the exec engine, which owns process groups,
@@ -27,16 +35,33 @@ pub(crate) trait Runner: Send + Sync + 'static {
 pub(crate) struct EngineRunner;
 
 impl Runner for EngineRunner {
-    fn run(&self, spec: SpawnSpec, render: RenderOptions) -> RunFuture<'_> {
-        Box::pin(run(spec, render))
+    fn run(
+        &self,
+        spec: SpawnSpec,
+        render: RenderOptions,
+        background: Option<Background>,
+    ) -> RunFuture<'_> {
+        Box::pin(run(spec, render, background))
     }
 }
 
-async fn run(spec: SpawnSpec, render: RenderOptions) -> NormalizedResult {
-    match Execution::spawn(spec) {
-        Ok(execution) => execution.finish(&render).await.to_result(None, None),
-        Err(err) => spawn_failure(&err),
+async fn run(
+    spec: SpawnSpec,
+    render: RenderOptions,
+    background: Option<Background>,
+) -> NormalizedResult {
+    let execution = match Execution::spawn(spec) {
+        Ok(execution) => execution,
+        Err(err) => return spawn_failure(&err),
+    };
+    let Some(background) = background else {
+        return execution.finish(&render).await.to_result(None, None);
+    };
+    let (completed, left) = execution.finish_leaving_background(&render).await;
+    if left {
+        background.keep(execution);
     }
+    completed.to_result(None, None)
 }
 
 /// How long a caller refused for want of descriptors is told to wait.

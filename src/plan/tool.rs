@@ -143,6 +143,7 @@ pub(crate) fn plan_tool(
         cache,
         report,
         capped: Vec::new(),
+        background: None,
     })
 }
 

@@ -161,7 +161,7 @@ async fn serve(
         config.sessions.clone(),
         &config.env,
     );
-    let server = AgentReachServer::new(config, dispatcher);
+    let server = AgentReachServer::new(config, broker.clone());
     if let Some(addr) = args.metrics_addr {
         match metrics_http::bind_metrics(addr).await {
             Ok(listener) => {

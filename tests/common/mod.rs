@@ -466,3 +466,26 @@ pub async fn mcp_stdio_client(
         Err(_) => panic!("{what} did not answer initialize"),
     }
 }
+
+/// Standard base64 (what the proto3 JSON mapping writes bytes in),
+/// decoded; `=` padding ignored, anything else outside the alphabet panics.
+pub fn base64_decode(text: &str) -> Vec<u8> {
+    let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in text.bytes().filter(|c| *c != b'=') {
+        let value = table
+            .iter()
+            .position(|t| *t == c)
+            .unwrap_or_else(|| panic!("not base64: {text:?}"));
+        bits = (bits << 6) | value as u32;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+            bits &= (1 << n) - 1;
+        }
+    }
+    out
+}

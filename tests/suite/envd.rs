@@ -132,22 +132,7 @@ fn frames(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
 }
 
 fn decoded(b64: &Value) -> String {
-    // The proto3 JSON mapping writes bytes in standard base64.
-    let text = b64.as_str().unwrap();
-    let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut bits = 0u32;
-    let mut n = 0;
-    let mut out = Vec::new();
-    for c in text.bytes().filter(|c| *c != b'=') {
-        bits = (bits << 6) | table.iter().position(|t| *t == c).unwrap() as u32;
-        n += 6;
-        if n >= 8 {
-            n -= 8;
-            out.push((bits >> n) as u8);
-            bits &= (1 << n) - 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
+    String::from_utf8(crate::common::base64_decode(b64.as_str().unwrap())).unwrap()
 }
 
 fn bash(script: &str) -> Value {
@@ -463,5 +448,61 @@ fn stream_input_reaches_a_running_process_in_order() {
             .map(|m| decoded(&m["event"]["data"]["stdout"]))
             .collect();
         assert_eq!(stdout, "got:xy\n");
+    });
+}
+
+#[test]
+fn what_a_command_leaves_in_the_background_lives_on_listed_until_it_is_killed() {
+    run(async {
+        let envd = Envd::start().await;
+        let pid_file = envd.path("server.pid");
+        let script = format!(
+            "sleep 60 > /dev/null 2>&1 & echo $! > {}",
+            pid_file.display()
+        );
+        let started = Instant::now();
+        let (messages, end) = envd
+            .stream("process.Process/Start", bash(&script), None)
+            .await;
+        assert_eq!(end, json!({}));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the stream waited for the background"
+        );
+        let events: Vec<&Value> = messages.iter().map(|m| &m["event"]).collect();
+        assert_eq!(events.last().unwrap()["end"]["exited"], true, "{events:?}");
+        let pid = events[0]["start"]["pid"].as_u64().unwrap();
+        let child: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            std::path::Path::new(&format!("/proc/{child}")).exists(),
+            "the background server {child} was killed with its command"
+        );
+        let (status, list) = envd.unary("process.Process/List", json!({})).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(list["processes"][0]["pid"], pid, "{list}");
+        let (status, body) = envd
+            .unary(
+                "process.Process/SendSignal",
+                json!({"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(
+            gone_within(child, Duration::from_secs(5)),
+            "the background server {child} survived its kill"
+        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let (_, list) = envd.unary("process.Process/List", json!({})).await;
+            if list == json!({}) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "still listed: {list}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     });
 }

@@ -549,3 +549,58 @@ fn a_killed_servers_session_directories_are_swept_at_the_next_start() {
         assert!(left.is_empty(), "left behind: {left:?}");
     });
 }
+
+#[test]
+fn a_file_route_reaches_the_policys_writable_roots_and_nothing_else() {
+    run(async {
+        let env = TestEnv::new();
+        let cache = env.root.path().join("cache");
+        let elsewhere = env.root.path().join("elsewhere");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let registry = config(
+            &env,
+            &format!(
+                "allow_raw_commands = true\n[sandbox]\ndefault = \"workspace-write\"\nwritable_roots = [{:?}]\n",
+                cache.display().to_string()
+            ),
+        );
+        let s = Swerex::serve(&env, &["--config", &registry]).await;
+        let (status, answer) = s
+            .json(
+                "/write_file",
+                json!({"path": cache.join("sub/made.txt"), "content": "cached"}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_eq!(
+            std::fs::read_to_string(cache.join("sub/made.txt")).unwrap(),
+            "cached"
+        );
+        let (status, read) = s
+            .json("/read_file", json!({"path": cache.join("sub/made.txt")}))
+            .await;
+        assert_eq!(
+            (status, read["content"].as_str()),
+            (StatusCode::OK, Some("cached")),
+            "{read}"
+        );
+        // A link in the writable root leading out is still refused.
+        std::os::unix::fs::symlink(&elsewhere, cache.join("out")).unwrap();
+        let (status, answer) = s
+            .json(
+                "/write_file",
+                json!({"path": cache.join("out/escaped.txt"), "content": "x"}),
+            )
+            .await;
+        assert_ne!(status, StatusCode::OK, "{answer}");
+        let (status, answer) = s
+            .json(
+                "/write_file",
+                json!({"path": elsewhere.join("made.txt"), "content": "x"}),
+            )
+            .await;
+        assert_ne!(status, StatusCode::OK, "{answer}");
+        assert!(listing(&elsewhere).is_empty(), "{:?}", listing(&elsewhere));
+    });
+}

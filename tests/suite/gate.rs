@@ -43,6 +43,10 @@ fn api_key(token: &str) -> (&'static str, String) {
     ("X-API-Key", token.to_owned())
 }
 
+fn access_token(token: &str) -> (&'static str, String) {
+    ("X-Access-Token", token.to_owned())
+}
+
 const MIB: usize = 1024 * 1024;
 
 const DOORS: &[Door] = &[
@@ -85,6 +89,16 @@ const DOORS: &[Door] = &[
         missing_token: 401,
         body_limit: 16 * MIB,
         shape: r#""jsonrpc""#,
+    },
+    Door {
+        protocol: "envd",
+        path: "/process.Process/Start",
+        body: r#"{"process":{"cmd":"/bin/sh","args":["-c","touch {marker}"]}}"#,
+        content_type: "application/json",
+        credential: access_token,
+        missing_token: 401,
+        body_limit: 256 * MIB,
+        shape: r#""code""#,
     },
     Door {
         protocol: "sandboxd-grpc",

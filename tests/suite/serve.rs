@@ -1223,8 +1223,10 @@ fn full_output_path_is_the_engines_spill_file_not_a_look_alike() {
         let full = std::fs::read_to_string(path).unwrap();
         assert!(
             full.starts_with("1\n2\n") && full.ends_with("199999\n200000\n"),
-            "{path} is not the output: {:?}",
-            &full[..full.len().min(40)]
+            "{path} is not the output: {} bytes, {:?} .. {:?}",
+            full.len(),
+            &full[..full.len().min(40)],
+            &full[full.len().saturating_sub(40)..]
         );
         s.close().await;
     });

@@ -42,7 +42,7 @@ pub(crate) async fn stat(
         "filesystem.StatResponse",
         |r: StatRequest| async move {
             let (ws, rel) = workspace_for(&state, &caller, FileOp::Read, &r.path)?;
-            let root = state.broker.root().to_path_buf();
+            let root = ws.root().to_path_buf();
             let entry = blocking(move || {
                 let target = ws.resolve_entry(&rel)?;
                 Ok(entry_info(&root, &rel, &ws.stat(&target)?))
@@ -69,7 +69,7 @@ pub(crate) async fn list_dir(
         "filesystem.ListDirResponse",
         |r: ListDirRequest| async move {
             let (ws, rel) = workspace_for(&state, &caller, FileOp::List, &r.path)?;
-            let root = state.broker.root().to_path_buf();
+            let root = ws.root().to_path_buf();
             let depth = if r.depth == 0 {
                 DEFAULT_DEPTH
             } else {
@@ -102,7 +102,7 @@ pub(crate) async fn make_dir(
         "filesystem.MakeDirResponse",
         |r: MakeDirRequest| async move {
             let (ws, rel) = workspace_for(&state, &caller, FileOp::Write, &r.path)?;
-            let root = state.broker.root().to_path_buf();
+            let root = ws.root().to_path_buf();
             let made = blocking(move || {
                 let target = ws.resolve(&rel)?;
                 if !ws.make_dir(&target)? {
@@ -138,8 +138,20 @@ pub(crate) async fn move_entry(
         "filesystem.MoveResponse",
         |r: MoveRequest| async move {
             let (ws, from) = workspace_for(&state, &caller, FileOp::Move, &r.source)?;
-            let (_, to) = workspace_for(&state, &caller, FileOp::Move, &r.destination)?;
-            let root = state.broker.root().to_path_buf();
+            let (into, to) = workspace_for(&state, &caller, FileOp::Move, &r.destination)?;
+            if into.root() != ws.root() {
+                return Err(ConnectError::new(
+                    Code::InvalidArgument,
+                    format!(
+                        "cannot move {} to {}: they lie in different roots ({} and {})",
+                        r.source,
+                        r.destination,
+                        ws.root().display(),
+                        into.root().display()
+                    ),
+                ));
+            }
+            let root = ws.root().to_path_buf();
             let entry = blocking(move || {
                 let source = ws.resolve_entry(&from)?;
                 let destination = ws.resolve(&to)?;
@@ -193,21 +205,23 @@ pub(crate) async fn watch_unimplemented(headers: HeaderMap) -> Response {
     }
 }
 
-/// The broker's word on `op` over the E2B path `path`, the workspace and
-/// the path relative to the root.
+/// The broker's word on `op` over the E2B path `path`: the workspace it
+/// lies in (the root or a writable root of the policy) and the path
+/// relative to that workspace.
 pub(crate) fn workspace_for(
     state: &EnvdState,
     caller: &Caller,
     op: FileOp,
     path: &str,
 ) -> Result<(Workspace, String), ConnectError> {
-    let rel = super::paths::in_root(state.broker.root(), path)
-        .map_err(|e| ConnectError::new(Code::PermissionDenied, e.to_string()))?;
     let files = state
         .broker
-        .files(caller, op, &[&rel])
+        .files(caller, op, &[path])
         .map_err(|r| ConnectError::new(Code::PermissionDenied, r.message))?;
-    Ok((files.workspace().clone(), rel))
+    let placed = files
+        .place(path)
+        .map_err(|e| ConnectError::new(Code::PermissionDenied, e.to_string()))?;
+    Ok((placed.workspace, placed.rel))
 }
 
 /// Lists `rel` into `out`, and its directories down to `depth` levels.

@@ -94,21 +94,23 @@ pub(crate) struct FileQuery {
     _username: Option<String>,
 }
 
-/// The broker's word on `op` over the E2B path `path`: the workspace and
-/// the path relative to the root.
+/// The broker's word on `op` over the E2B path `path`: the workspace it
+/// lies in (the root or a writable root of the policy) and the path
+/// relative to that workspace.
 fn permit(
     state: &EnvdState,
     caller: &Caller,
     op: FileOp,
     path: &str,
 ) -> Result<(Workspace, String), HttpError> {
-    let rel = super::paths::in_root(state.broker.root(), path)
-        .map_err(|e| HttpError::new(StatusCode::FORBIDDEN, e.to_string()))?;
     let files = state
         .broker
-        .files(caller, op, &[&rel])
+        .files(caller, op, &[path])
         .map_err(|r| HttpError::new(StatusCode::FORBIDDEN, r.message))?;
-    Ok((files.workspace().clone(), rel))
+    let placed = files
+        .place(path)
+        .map_err(|e| HttpError::new(StatusCode::FORBIDDEN, e.to_string()))?;
+    Ok((placed.workspace, placed.rel))
 }
 
 /// `GET /files?path=`: the file's bytes, streamed.
@@ -162,7 +164,6 @@ pub(crate) async fn post_file(
     Query(query): Query<FileQuery>,
     request: Request,
 ) -> Result<Json<Vec<serde_json::Value>>, HttpError> {
-    let root = state.broker.root().to_path_buf();
     if !is_multipart(request.headers()) {
         let path = query.path.ok_or_else(|| {
             HttpError::new(
@@ -179,7 +180,7 @@ pub(crate) async fn post_file(
         .await?;
         let body = request.into_body().into_data_stream();
         write_stream(&ws, target, UPLOAD_MODE, MAX_BODY_BYTES, body).await?;
-        return Ok(Json(vec![written(&root, &rel)]));
+        return Ok(Json(vec![written(ws.root(), &rel)]));
     }
     let mut multipart = Multipart::from_request(request, &state)
         .await
@@ -219,7 +220,7 @@ pub(crate) async fn post_file(
         })
         .await?;
         write_stream(&ws, target, UPLOAD_MODE, MAX_BODY_BYTES, field).await?;
-        out.push(written(&root, &rel));
+        out.push(written(ws.root(), &rel));
     }
     if out.is_empty() {
         return Err(HttpError::new(

@@ -177,13 +177,15 @@ async fn run(
     };
     tokio::pin!(deadline_passed);
     let exec = live.exec.clone();
-    let settle = exec.settle();
+    // E2B's way: what the command leaves running in the background lives
+    // on after its end (see `hold_background` below).
+    let settle = exec.settle_leaving_background();
     tokio::pin!(settle);
-    let mut settled = false;
+    let mut left: Option<bool> = None;
     let cut = 'forward: loop {
         let chunk = tokio::select! {
             chunk = tap.recv() => chunk,
-            () = &mut settle, if !settled => { settled = true; continue; }
+            now_left = &mut settle, if left.is_none() => { left = Some(now_left); continue; }
             () = &mut deadline_passed => break Some(Cut::Deadline),
             () = shutdown.cancelled() => break Some(Cut::Shutdown),
         };
@@ -199,13 +201,14 @@ async fn run(
     };
     let cut = match cut {
         Some(cut) => Some(cut),
-        None if settled => None,
+        None if left.is_some() => None,
         None => tokio::select! {
-            () = &mut settle => None,
+            now_left = &mut settle => { left = Some(now_left); None }
             () = &mut deadline_passed => Some(Cut::Deadline),
             () = shutdown.cancelled() => Some(Cut::Shutdown),
         },
     };
+    let ended_by_itself = cut.is_none();
     let last = match cut {
         None => ProcEvent::End(end_event(&exec)),
         Some(cut) => {
@@ -219,10 +222,31 @@ async fn run(
             }
         }
     };
-    // Out of both tables before the last event: a client that saw the end
-    // finds the process gone.
+    let Live {
+        exec: _,
+        report,
+        ticket,
+    } = live;
+    drop(report);
+    if !ended_by_itself || left != Some(true) {
+        // Out of both tables before the last event: a client that saw the
+        // end finds the process gone.
+        table.remove(proc.pid);
+        drop(ticket);
+        tell_end(&proc, &last).await;
+        return;
+    }
+    // The command ended and left something running: the client hears the
+    // end; the process stays listed (and killable by its pid) and keeps
+    // its seat until what it left is gone, killed, or the server stops.
+    tell_end(&proc, &last).await;
+    crate::broker::hold_background(proc.exec.clone(), ticket).await;
     table.remove(proc.pid);
-    drop(live);
+    tell_end(&proc, &last).await;
+}
+
+/// Sends the last event to every attached stream, then detaches them.
+async fn tell_end(proc: &Proc, last: &ProcEvent) {
     for sub in proc.subscribers() {
         let _ = sub.send(last.clone()).await;
     }

@@ -1,9 +1,9 @@
 //! Approval by a person over MCP. The model fills in a tool call's
-//! arguments, so its own `approve` never counts: when the plan stage says a
-//! person's approval would let a request run, and the client declared the
-//! elicitation capability, the person is asked (`elicitation/create`) with
-//! the tool, the command line, the directory and the risk, and the request
-//! runs only when they accept.
+//! arguments, so its own `approve` never counts: when the broker's plan
+//! says a person's approval would let a request run, and the client
+//! declared the elicitation capability, the person is asked
+//! (`elicitation/create`) with the tool, the command line, the directory
+//! and the risk, and the request runs only when they accept.
 
 use std::time::Duration;
 
@@ -11,43 +11,27 @@ use rmcp::RoleServer;
 use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::service::{ElicitationMode, Peer};
 
-use crate::plan::{ApprovalAsk, Door, Plan, Planner, Rejection, Request};
+use crate::broker::{Answer, Approver};
+use crate::plan::{ApprovalAsk, Rejection};
 use crate::registry::kinds;
 
 /// How long a person has to answer before the request is refused.
 const APPROVAL_WAIT: Duration = Duration::from_secs(600);
 
-/// Plans an MCP request; asks a person when their approval would let it
-/// run and the client can ask one.
-pub(crate) async fn plan_with_person(
-    planner: &Planner,
-    request: &Request,
-    peer: &Peer<RoleServer>,
-) -> Result<Plan, Rejection> {
-    let door = Door::Mcp {
-        person_approved: false,
-    };
-    match planner.plan(request, door) {
-        Err(Rejection {
-            approval: Some(ask),
-            ..
-        }) if client_can_ask(peer) => {
-            ask_person(peer, &ask).await?;
-            planner.plan(
-                request,
-                Door::Mcp {
-                    person_approved: true,
-                },
-            )
-        }
-        other => other,
-    }
-}
+/// The person behind an MCP client, asked through its elicitation.
+pub(crate) struct PeerApprover<'a>(pub(crate) &'a Peer<RoleServer>);
 
-/// The client declared form elicitation.
-fn client_can_ask(peer: &Peer<RoleServer>) -> bool {
-    peer.supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
+impl Approver for PeerApprover<'_> {
+    /// The client declared form elicitation.
+    fn can_ask(&self) -> bool {
+        self.0
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+    }
+
+    fn ask<'a>(&'a self, ask: &'a ApprovalAsk) -> Answer<'a> {
+        Box::pin(ask_person(self.0, ask))
+    }
 }
 
 /// What the person reads.

@@ -62,9 +62,17 @@ impl Files {
         paths: &[&str],
     ) -> Result<Self, SwerexError> {
         let grant = broker.files(caller, op, paths).map_err(refused)?;
+        // The workspace the operation's path lies in: the root, or a
+        // writable root of the policy. A path in neither is refused by
+        // `target` as leading out of the root.
+        let workspace = paths
+            .first()
+            .map(|path| absolute(base, path))
+            .and_then(|path| grant.place(&path.to_string_lossy()).ok())
+            .map_or_else(|| grant.workspace().clone(), |placed| placed.workspace);
         Ok(Self {
             permit: grant.permit(),
-            workspace: grant.workspace().clone(),
+            workspace,
             base: base.to_path_buf(),
         })
     }
@@ -77,12 +85,7 @@ impl Files {
     /// The client's `path` resolved in the workspace; a path outside the
     /// root is a `PermissionError`, as the kernel would say it.
     fn target(&self, path: &str) -> Result<Target, SwerexError> {
-        let given = Path::new(path);
-        let absolute = if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            self.base.join(given)
-        };
+        let absolute = absolute(&self.base, path);
         if !absolute.starts_with(self.workspace.root()) {
             return Err(py_error(
                 WorkspaceError::Escapes {
@@ -98,6 +101,16 @@ impl Files {
                 target
             })
             .map_err(|e| py_error(e, path))
+    }
+}
+
+/// The client's `path`, relative ones from `base`.
+fn absolute(base: &Path, path: &str) -> PathBuf {
+    let given = Path::new(path);
+    if given.is_absolute() {
+        given.to_path_buf()
+    } else {
+        base.join(given)
     }
 }
 

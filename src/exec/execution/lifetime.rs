@@ -59,6 +59,59 @@ impl Execution {
         completed
     }
 
+    /// Waits for the exit (the command timeout applies, and a timeout still
+    /// kills the whole tree), gives the output a moment, then renders it,
+    /// leaving what the command started in the background running: the
+    /// platforms' way (`server > log 2>&1 &` lives on). `true` with the
+    /// result when something is left; it lives while a handle of this
+    /// execution does, and the last handle's drop (or
+    /// [`terminate`](Self::terminate)) kills it. Output still held open by
+    /// the background is no longer read (its writer gets `EPIPE`): the
+    /// platforms' docs redirect it. With nothing left this is
+    /// [`finish`](Self::finish).
+    pub async fn finish_leaving_background(&self, opts: &RenderOptions) -> (Completed, bool) {
+        if self.settle_leaving_background().await {
+            (self.build_completed(opts), true)
+        } else {
+            (self.finish(opts).await, false)
+        }
+    }
+
+    /// [`finish_leaving_background`](Self::finish_leaving_background)
+    /// without the rendering (a door reading the output from a tap): `true`
+    /// when something is left running; otherwise the execution is settled.
+    pub async fn settle_leaving_background(&self) -> bool {
+        let shared = Arc::clone(&self.owner.shared);
+        shared.wait_async(far_future(), |s| s.exit.is_some()).await;
+        shared
+            .wait_async(Instant::now() + EXIT_SETTLE, |s| s.output_done)
+            .await;
+        if !self.has_remainder().await {
+            self.settle().await;
+            return false;
+        }
+        if !shared.lock().output_done {
+            shared.stop_reading();
+            shared
+                .wait_async(Instant::now() + Duration::from_millis(500), |s| {
+                    s.output_done
+                })
+                .await;
+        }
+        shared.reap_main();
+        true
+    }
+
+    /// Whether a process of this execution still lives (after the exit:
+    /// what it left in the background). Scans `/proc`; blocking work is
+    /// done on a thread.
+    pub async fn has_remainder(&self) -> bool {
+        let shared = Arc::clone(&self.owner.shared);
+        tokio::task::spawn_blocking(move || !kill::members(&shared).is_empty())
+            .await
+            .unwrap_or(true)
+    }
+
     /// The result of a settled execution.
     pub(in crate::exec) fn build_completed(&self, opts: &RenderOptions) -> Completed {
         let survivors = self.owner.shared.lock().survivors.clone();

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::{Cmd, Outcome, REQUEST_LIMIT, Refusal, Server, Session, block};
 
 /// One HTTP client for every HTTP row.
-static HTTP: LazyLock<reqwest::Client> = LazyLock::new(|| {
+pub(super) static HTTP: LazyLock<reqwest::Client> = LazyLock::new(|| {
     reqwest::Client::builder()
         .timeout(REQUEST_LIMIT)
         .build()
@@ -36,7 +36,7 @@ fn unique(prefix: &str) -> String {
 
 /// `path` with every byte but the unreserved ones percent-encoded, `/`
 /// included: one path parameter.
-fn encode(path: &str) -> String {
+pub(super) fn encode(path: &str) -> String {
     path.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -48,7 +48,7 @@ fn encode(path: &str) -> String {
 }
 
 /// An HTTP refusal by its status; SWE-ReX's 511 by the exception class.
-fn http_refusal(status: StatusCode, body: &str) -> Outcome {
+pub(super) fn http_refusal(status: StatusCode, body: &str) -> Outcome {
     let kind = match status.as_u16() {
         400 | 422 => Refusal::Invalid,
         401 | 403 => Refusal::Denied,
@@ -76,7 +76,10 @@ fn http_refusal(status: StatusCode, body: &str) -> Outcome {
 }
 
 /// Sends `request`; a 2xx answer is handed to `done`, any other is a refusal.
-fn send(request: reqwest::RequestBuilder, done: impl FnOnce(String) -> Outcome) -> Outcome {
+pub(super) fn send(
+    request: reqwest::RequestBuilder,
+    done: impl FnOnce(String) -> Outcome,
+) -> Outcome {
     let answer = block(async {
         let response = request.send().await.map_err(|e| e.to_string())?;
         let status = response.status();
@@ -107,14 +110,14 @@ fn ran(body: &str) -> Outcome {
     }
 }
 
-fn wrote(_: String) -> Outcome {
+pub(super) fn wrote(_: String) -> Outcome {
     Outcome::Done {
         output: String::new(),
         exit: 0,
     }
 }
 
-fn content(body: String) -> Outcome {
+pub(super) fn content(body: String) -> Outcome {
     Outcome::Done {
         output: body,
         exit: 0,

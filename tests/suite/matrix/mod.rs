@@ -18,6 +18,7 @@
 mod codex_row;
 mod columns;
 mod doors;
+mod envd;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -29,12 +30,13 @@ use super::listeners::listening;
 use crate::common::{ServerProcess, TestEnv, serve_listening};
 
 /// The protocols every server of the matrix listens with.
-const PROTOCOLS: [&str; 6] = [
+const PROTOCOLS: [&str; 7] = [
     "mcp",
     "sandboxd-grpc",
     "sandboxd-rest",
     "python-runtime",
     "swerex",
+    "envd",
     "codex-exec",
 ];
 /// `--max-sessions` of the sessions server: small, so N+1 is cheap.
@@ -131,6 +133,7 @@ fn rows() -> Vec<Box<dyn Wire>> {
         Box::new(doors::Rest),
         Box::new(doors::PythonRuntime),
         Box::new(doors::Swerex),
+        Box::new(envd::Envd),
         Box::new(codex_row::CodexExec),
     ]
 }

@@ -125,9 +125,11 @@ impl ServerHandler for AgentReachServer {
             tools::LIST_SESSIONS => self.list_sessions(args).await,
             tools::KILL_SESSION => self.kill_session(args).await,
             tools::APPLY_PATCH => self.apply_patch(args, &context).await,
-            other if self.inner.registry.serves(other) => {
-                Ok(self.inner.registry.call(other, args, &context.peer).await)
-            }
+            other if self.inner.registry.serves(other) => Ok(self
+                .inner
+                .registry
+                .call(&self.client.caller(), other, args, &context.peer)
+                .await),
             other => {
                 return Err(McpError::invalid_params(
                     format!("no tool named {other:?}"),

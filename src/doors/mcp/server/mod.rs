@@ -27,8 +27,9 @@ use super::reply::{Reply, ReplyState};
 use super::session::CommandSession;
 use super::table::SessionTable;
 use super::tools::{self, registry::RegistryTools};
+use crate::broker::{Broker, Planned};
 use crate::exec::{ExitInfo, Rendered};
-use crate::plan::{Dispatcher, Plan, Rejection, Request};
+use crate::plan::{Rejection, Request};
 use crate::registry::Metrics;
 use crate::result::Status;
 
@@ -59,7 +60,8 @@ pub(super) struct Inner {
     pub(super) tools: Vec<Tool>,
     /// The shell tools are served (the policy's `allow_raw_commands`).
     pub(super) raw_commands: bool,
-    pub(super) dispatcher: Arc<Dispatcher>,
+    /// What every tool plans, starts and dispatches through.
+    pub(super) broker: Broker,
     pub(super) registry: RegistryTools,
     pub(super) metrics: Arc<Metrics>,
     /// Clients over HTTP whose seat is not dropped yet.
@@ -97,17 +99,17 @@ impl AgentReachServer {
     /// A server with the built-in tools and the registry's. The shell
     /// tools are listed only where the policy allows raw commands. Every
     /// tool is counted in the dispatcher's [`Metrics`].
-    pub(crate) fn new(config: ServeConfig, dispatcher: Arc<Dispatcher>) -> Self {
-        let metrics = dispatcher.metrics();
+    pub(crate) fn new(config: ServeConfig, broker: Broker) -> Self {
+        let metrics = broker.metrics();
         let table = Mutex::new(SessionTable::new(config.max_sessions));
         let stdio = Arc::new(ClientSeat::stdio(config.max_sessions));
-        let raw_commands = dispatcher.planner().policy().allow_raw_commands;
+        let raw_commands = broker.allows_raw_commands();
         let mut all_tools: Vec<Tool> = tools::builtin_tools()
             .into_iter()
             .filter(|t| raw_commands || !tools::RAW_TOOLS.contains(&t.name.as_ref()))
             .collect();
         let builtin: Vec<&str> = tools::BUILTIN_NAMES.to_vec();
-        let registry = RegistryTools::new(dispatcher.clone(), &builtin);
+        let registry = RegistryTools::new(broker.clone(), &builtin);
         all_tools.extend(registry.tools().iter().cloned());
         Self {
             inner: Arc::new(Inner {
@@ -115,7 +117,7 @@ impl AgentReachServer {
                 table,
                 tools: all_tools,
                 raw_commands,
-                dispatcher,
+                broker,
                 registry,
                 metrics,
                 remote_clients: Default::default(),
@@ -221,8 +223,15 @@ impl AgentReachServer {
         &self,
         request: &Request,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<Plan, Rejection> {
-        approval::plan_with_person(self.inner.dispatcher.planner(), request, &ctx.peer).await
+    ) -> Result<Planned, Rejection> {
+        self.inner
+            .broker
+            .plan_asking(
+                &self.client.caller(),
+                request,
+                &approval::PeerApprover(&ctx.peer),
+            )
+            .await
     }
 
     pub(super) fn kill_pruned(&self, pruned: Vec<(u64, Arc<CommandSession>)>) {
@@ -246,9 +255,7 @@ impl AgentReachServer {
 
     /// `argv` with the registry's secrets replaced, for the log.
     pub(super) fn redact_all(&self, argv: &[String]) -> Vec<String> {
-        argv.iter()
-            .map(|a| self.inner.dispatcher.redact(a))
-            .collect()
+        argv.iter().map(|a| self.inner.broker.redact(a)).collect()
     }
 }
 

@@ -15,7 +15,6 @@ use crate::doors::mcp::server::{
 };
 use crate::doors::mcp::session;
 use crate::doors::mcp::tool_params::{self, ApplyPatchParams};
-use crate::exec::Execution;
 use crate::logging::{self, ExecutionEvent};
 use crate::plan::{Request, Target};
 
@@ -52,10 +51,8 @@ impl AgentReachServer {
         let plan = self.plan(&request, ctx).await.map_err(|rejection| {
             ToolFailure::refused(format!("{} ({})", rejection.message, rejection.kind))
         })?;
-        let workdir = plan.spec.cwd.clone();
-        let exec = Execution::spawn(plan.spec)?;
-        let done = exec.finish(&plan.render).await;
-        drop(plan.report);
+        let workdir = plan.workdir().to_path_buf();
+        let done = self.inner.broker.run_planned(plan).await?;
         let code = session::exit_code_of(&done.exit);
         self.inner
             .metrics

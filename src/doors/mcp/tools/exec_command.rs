@@ -11,13 +11,13 @@ use rmcp::model::{Tool, ToolAnnotations};
 use rmcp::service::RequestContext;
 
 use super::EXEC_COMMAND;
+use crate::broker::StartedSession;
 use crate::doors::mcp::reply::ReplyState;
 use crate::doors::mcp::server::{
     AgentReachServer, JsonArgs, ToolFailure, ToolResult, parse, reply_result, state_name,
 };
 use crate::doors::mcp::session::CommandSession;
 use crate::doors::mcp::tool_params::{self, ExecCommandParams, ExecRequest};
-use crate::exec::Execution;
 use crate::logging::{self, ExecutionEvent};
 use crate::plan::Request;
 
@@ -67,8 +67,8 @@ impl AgentReachServer {
             ToolFailure::refused(format!("{} ({})", rejection.message, rejection.kind))
         })?;
         // The budget and the caps the plan stage settled on ([limits]).
-        let max_output_tokens = plan.render.max_output_tokens;
-        let capped: Vec<String> = plan.capped.iter().map(|cap| cap.detail()).collect();
+        let max_output_tokens = plan.max_output_tokens();
+        let capped = plan.capped();
         // Room in this client's table and a seat in the one table of every
         // door (--max-sessions counts the other doors' live processes too),
         // both before the process starts: a refused session never runs.
@@ -89,43 +89,30 @@ impl AgentReachServer {
         // A session's command takes a slot of the scheduler like any other
         // (machine-wide), held until the command ends. It waits for one no
         // longer than its yield: the model gets control back either way.
-        let waited = tokio::time::timeout(
-            req.yield_time,
-            self.inner
-                .dispatcher
-                .scheduler()
-                .acquire(plan.demand.clone()),
-        )
-        .await;
-        let permit = match waited {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(busy)) => {
-                self.log(&req, started, None, "busy", None, 0, false);
-                return Err(ToolFailure::refused(format!(
-                    "busy: {busy} ({})",
-                    crate::registry::kinds::QUEUE_FULL
-                )));
+        let started_session = match self.inner.broker.start_planned(plan, req.yield_time).await {
+            Ok(Ok(started_session)) => started_session,
+            Ok(Err(e)) => {
+                self.log(&req, started, None, "error", None, 0, false);
+                return Err(ToolFailure::from(e));
             }
-            Err(_) => {
+            Err(no_slot) => {
                 self.log(&req, started, None, "busy", None, 0, false);
-                let load = self.inner.dispatcher.scheduler().load();
                 return Err(ToolFailure::refused(format!(
-                    "busy: no slot of the scheduler came free within yield_time_ms ({} running here, global limit {}); nothing was started, try again later or end a session ({})",
-                    load.running,
-                    load.global,
+                    "{no_slot} ({})",
                     crate::registry::kinds::QUEUE_FULL
                 )));
             }
         };
-        let exec = Execution::spawn(plan.spec).map_err(|e| {
-            self.log(&req, started, None, "error", None, 0, false);
-            ToolFailure::from(e)
-        })?;
+        let StartedSession {
+            exec,
+            report,
+            permit,
+        } = started_session;
         let session = Arc::new(CommandSession::new(
             exec,
             req.cmd.clone(),
             req.tty,
-            plan.report,
+            report,
             permit,
         ));
         let admitted = self.table().insert(

@@ -7,11 +7,11 @@ use std::time::Duration;
 use rmcp::handler::server::common::schema_for_type;
 use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 
-use super::super::session_ports;
 use super::LIST_SESSIONS;
 use crate::doors::mcp::server::{AgentReachServer, JsonArgs, ToolResult, parse};
 use crate::doors::mcp::session::{self, CommandSession};
 use crate::doors::mcp::tool_params::{self, NoParams};
+use crate::exec::ports as session_ports;
 
 /// What the model reads about the tool.
 const DOC: &str = "List the running sessions: id, command, state (active, idle, exited), age, idle time, pid, bytes of output not yet read, and the TCP ports its processes listen on (so you know which session holds port 3000).";

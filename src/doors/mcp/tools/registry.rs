@@ -1,12 +1,11 @@
 //! The registry's tools as MCP tools: one MCP tool per registry tool, its
 //! parameters as the input schema, its result as the normalized JSON.
 //!
-//! The dispatcher does the work (validation, policy, scheduling, secrets,
-//! the engine); this module only translates between MCP and it. A registry
+//! The broker does the work (validation, policy, a person's approval,
+//! scheduling, secrets, the engine); this module only translates between
+//! MCP and it. A registry
 //! tool whose name a built-in tool already has is left out (and logged),
 //! since the built-ins are what agents rely on.
-
-use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::{Map, Value};
@@ -14,30 +13,27 @@ use serde_json::{Map, Value};
 use rmcp::RoleServer;
 use rmcp::service::Peer;
 
-use crate::plan::{Dispatcher, Door, Request};
-use crate::registry::metrics::UNKNOWN_TOOL_LABEL;
+use crate::broker::Broker;
+use crate::doors::mcp::approval::PeerApprover;
+use crate::gate::Caller;
+use crate::plan::Request;
 use crate::result::Status;
 
 /// Request-level fields a call may carry next to the tool's parameters.
-/// A registry tool called over MCP: the model's `approve` never counts.
-const MCP_DOOR: Door = Door::Mcp {
-    person_approved: false,
-};
-
 const REQUEST_FIELDS: [&str; 2] = ["approve", "max_output_tokens"];
 
 /// The registry tools served over MCP.
 pub(crate) struct RegistryTools {
-    dispatcher: Arc<Dispatcher>,
+    broker: Broker,
     tools: Vec<Tool>,
 }
 
 impl RegistryTools {
-    /// The available tools of the dispatcher's registry, minus those whose
+    /// The available tools of the operator's registry, minus those whose
     /// names are in `taken`.
-    pub(crate) fn new(dispatcher: Arc<Dispatcher>, taken: &[&str]) -> Self {
+    pub(crate) fn new(broker: Broker, taken: &[&str]) -> Self {
         let mut tools = Vec::new();
-        for spec in dispatcher.registry().tools() {
+        for spec in broker.registry().tools() {
             if taken.contains(&spec.name()) {
                 tracing::warn!(
                     tool = spec.name(),
@@ -56,7 +52,7 @@ impl RegistryTools {
                 schema,
             ));
         }
-        Self { dispatcher, tools }
+        Self { broker, tools }
     }
 
     /// The MCP tool definitions.
@@ -73,13 +69,14 @@ impl RegistryTools {
     /// structured content. Refusals and agent-reach failures are tool errors.
     pub(crate) async fn call(
         &self,
+        caller: &Caller,
         name: &str,
         args: Option<Map<String, Value>>,
         peer: &Peer<RoleServer>,
     ) -> CallToolResult {
         let mut args = args.unwrap_or_default();
         let declared = |field: &str| {
-            self.dispatcher
+            self.broker
                 .registry()
                 .tool(name)
                 .is_some_and(|t| t.params.iter().any(|p| p.name == field))
@@ -100,27 +97,11 @@ impl RegistryTools {
             .and_then(|v| v.as_u64())
             .and_then(|v| usize::try_from(v).ok());
         // The model's `approve` never counts over MCP: a person is asked.
-        let result = match crate::doors::mcp::approval::plan_with_person(
-            self.dispatcher.planner(),
-            &request,
-            peer,
-        )
-        .await
-        {
-            Ok(plan) => {
-                self.dispatcher
-                    .run(request.id.clone(), plan, MCP_DOOR)
-                    .await
-            }
-            Err(rejection) => self.dispatcher.finish_refused(
-                request.id.clone(),
-                Some(name.to_owned()),
-                UNKNOWN_TOOL_LABEL,
-                rejection,
-                MCP_DOOR,
-            ),
-        };
-        // The dispatcher logged it, once.
+        let result = self
+            .broker
+            .dispatch_asking(caller, request, &PeerApprover(peer))
+            .await;
+        // The broker logged it, once.
         let value = serde_json::to_value(&result).unwrap_or(Value::Null);
         let failed = matches!(
             result.status,

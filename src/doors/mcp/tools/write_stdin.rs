@@ -59,7 +59,7 @@ impl AgentReachServer {
         let outcome = self
             .wait_with_progress(&session, until, req.wait_for.as_ref(), ctx)
             .await;
-        let limits = self.inner.dispatcher.planner().limits();
+        let limits = self.inner.broker.limits();
         let (max_output_tokens, cap) = crate::plan::caps::cap_tokens(req.max_output_tokens, limits);
         let mut reply = self
             .reply(id, &session, outcome, max_output_tokens, started)

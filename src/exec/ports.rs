@@ -1,5 +1,5 @@
 //! What `/proc` says about a session's processes: which belong to it and
-//! which TCP ports they listen on. (Whether one waits at a prompt is the
+//! which TCP ports they listen on (MCP's `list_sessions` shows them). (Whether one waits at a prompt is the
 //! engine's [`crate::exec::Execution::awaiting_input`].)
 //!
 //! Parsing is pure (unit-tested on sample text); reading is a thin edge that
