@@ -190,6 +190,19 @@ impl Broker {
             .check_raw_commands()
     }
 
+    /// The sandbox a raw command gets when the request asks for none (the
+    /// operator's `--sandbox` or `[sandbox] default`), so a door can ask
+    /// for the narrower of its client's wish and this one.
+    pub(crate) fn operator_sandbox(&self) -> Option<crate::sandbox::Policy> {
+        self.inner
+            .dispatcher
+            .planner()
+            .policy()
+            .sandbox_for(None, None)
+            .ok()
+            .flatten()
+    }
+
     /// A caller's path for a working directory, confined beneath the root
     /// (relative paths from the root).
     pub(crate) fn locate(&self, path: &Path) -> Result<PathBuf, ConfineError> {

@@ -15,6 +15,16 @@ use crate::broker::sessions::DEFAULT_MAX_SESSIONS;
 
 use crate::gate::conn::DEFAULT_MAX_CONNECTIONS;
 
+/// What `serve` speaks on stdio (`--stdio`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum StdioProtocol {
+    /// MCP, for agents that start agent-reach as their MCP server.
+    #[default]
+    Mcp,
+    /// Codex's exec-server, for a Codex environment entry.
+    CodexExec,
+}
+
 /// `serve` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ServeArgs {
@@ -22,9 +32,13 @@ pub(crate) struct ServeArgs {
     pub(crate) registry: RegistryArgs,
     /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
     /// instead of MCP on stdio; repeatable. PROTOCOL: mcp, sandboxd-grpc,
-    /// sandboxd-rest, python-runtime, swerex, envd.
+    /// sandboxd-rest, python-runtime, swerex, envd, codex-exec.
     #[arg(long, value_name = "PROTOCOL=ADDR")]
     pub(crate) listen: Vec<ListenSpec>,
+    /// What stdio speaks when no --listen is given: mcp (MCP, the default)
+    /// or codex-exec (Codex's exec-server, one JSON-RPC message per line).
+    #[arg(long, value_name = "PROTOCOL", value_enum, default_value_t = StdioProtocol::Mcp)]
+    pub(crate) stdio: StdioProtocol,
     /// The token every listener request must carry: the first line of FILE
     /// (mode 0600). Default: $AGENT_REACH_TOKEN.
     #[arg(long, value_name = "FILE")]

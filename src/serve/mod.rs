@@ -61,6 +61,12 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         eprintln!("agent-reach serve: {e}");
         return exit_code::USAGE;
     }
+    if !args.listen.is_empty() && args.stdio != args::StdioProtocol::Mcp {
+        eprintln!(
+            "agent-reach serve: --stdio codex-exec serves stdio and --listen serves the network; give one or the other"
+        );
+        return exit_code::USAGE;
+    }
     // The listeners' auth is settled before anything is served: a listener
     // other machines can reach needs a token or --no-auth (exit 2).
     let auth = match listener_auth(&args, &ctx) {
@@ -232,6 +238,27 @@ async fn serve(
             return exit_code::FAILURE;
         }
     };
+    if args.stdio == args::StdioProtocol::CodexExec {
+        tracing::info!(pid = std::process::id(), "serving codex-exec on stdio");
+        let stop = tokio_util::sync::CancellationToken::new();
+        let served = crate::doors::codex_exec::serve_stdio(broker.clone(), stdio, &stop);
+        tokio::pin!(served);
+        let signalled = tokio::select! {
+            () = &mut served => None,
+            _ = term.recv() => Some(libc::SIGTERM),
+            _ = int.recv() => Some(libc::SIGINT),
+        };
+        if signalled.is_some() {
+            // The connection ends, and its processes with it.
+            stop.cancel();
+            let _ = tokio::time::timeout(RUNTIME_STOP, served).await;
+        }
+        let code = signalled.map_or(exit_code::SUCCESS, exit_code::for_signal);
+        server.shutdown().await;
+        broker.sessions().end_all().await;
+        tracing::info!(code, "stopped; every session was killed");
+        return code;
+    }
     tracing::info!(pid = std::process::id(), "serving MCP on stdio");
     let code = tokio::select! {
         code = run_protocol(server.clone(), stdio) => code,

@@ -21,17 +21,20 @@ pub(crate) enum Protocol {
     Swerex,
     /// E2B's in-sandbox daemon (envd): Connect-RPC process and filesystem.
     Envd,
+    /// Codex's exec-server: JSON-RPC over WebSocket at `/`.
+    CodexExec,
 }
 
 impl Protocol {
     /// Every protocol, in the contract's order.
-    pub(crate) const ALL: [Protocol; 6] = [
+    pub(crate) const ALL: [Protocol; 7] = [
         Protocol::Mcp,
         Protocol::SandboxdGrpc,
         Protocol::SandboxdRest,
         Protocol::PythonRuntime,
         Protocol::Swerex,
         Protocol::Envd,
+        Protocol::CodexExec,
     ];
 
     /// The name used on the command line.
@@ -43,6 +46,7 @@ impl Protocol {
             Protocol::PythonRuntime => "python-runtime",
             Protocol::Swerex => "swerex",
             Protocol::Envd => "envd",
+            Protocol::CodexExec => "codex-exec",
         }
     }
 }

@@ -121,5 +121,6 @@ async fn serve_one(
         Protocol::Mcp => crate::doors::mcp_http::serve(listener, shared).await,
         Protocol::Swerex => crate::doors::swerex::serve(listener, shared).await,
         Protocol::Envd => crate::doors::envd::serve(listener, shared).await,
+        Protocol::CodexExec => crate::doors::codex_exec::serve(listener, shared).await,
     }
 }

@@ -15,6 +15,7 @@
 //! failing cell. The admission columns (token, `Host`, `Origin`, body
 //! limit, half-open connections) are the gate suite's (`gate.rs`).
 
+mod codex_row;
 mod columns;
 mod doors;
 mod envd;
@@ -29,13 +30,14 @@ use super::listeners::listening;
 use crate::common::{ServerProcess, TestEnv, serve_listening};
 
 /// The protocols every server of the matrix listens with.
-const PROTOCOLS: [&str; 6] = [
+const PROTOCOLS: [&str; 7] = [
     "mcp",
     "sandboxd-grpc",
     "sandboxd-rest",
     "python-runtime",
     "swerex",
     "envd",
+    "codex-exec",
 ];
 /// `--max-sessions` of the sessions server: small, so N+1 is cheap.
 pub(crate) const MAX_SESSIONS: usize = 3;
@@ -132,6 +134,7 @@ fn rows() -> Vec<Box<dyn Wire>> {
         Box::new(doors::PythonRuntime),
         Box::new(doors::Swerex),
         Box::new(envd::Envd),
+        Box::new(codex_row::CodexExec),
     ]
 }
 
