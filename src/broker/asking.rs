@@ -17,7 +17,7 @@ use crate::gate::Caller;
 use crate::plan::sandbox::ReportGuard;
 use crate::plan::{ApprovalAsk, Door, Plan, Rejection, Request};
 use crate::result::NormalizedResult;
-use crate::scheduler::{Busy, Permit};
+use crate::scheduler::{Busy, Demand, Permit};
 
 /// What a door's approver answers: `Ok` only when a person accepted.
 pub(crate) type Answer<'a> = Pin<Box<dyn Future<Output = Result<(), Rejection>> + Send + 'a>>;
@@ -76,6 +76,29 @@ pub(crate) struct StartedSession {
 }
 
 impl Broker {
+    /// A slot of the scheduler for `demand`, waited for no longer than
+    /// `wait`; the wait is counted in the metrics.
+    pub(super) async fn slot(&self, demand: Demand, wait: Duration) -> Result<Permit, NoSlot> {
+        let scheduler = self.inner.dispatcher.scheduler();
+        let asked = std::time::Instant::now();
+        let acquired = tokio::time::timeout(wait, scheduler.acquire(demand)).await;
+        self.inner
+            .dispatcher
+            .metrics()
+            .record_queue_wait(asked.elapsed());
+        match acquired {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(busy)) => Err(NoSlot::Busy(busy)),
+            Err(_) => {
+                let load = scheduler.load();
+                Err(NoSlot::Waited {
+                    running: load.running,
+                    global: load.global,
+                })
+            }
+        }
+    }
+
     /// Plans `request` for `caller` at a door where a person may approve:
     /// the approver is asked where a person's approval would let it run.
     pub(crate) async fn plan_asking(
@@ -158,25 +181,7 @@ impl Broker {
         planned: Planned,
         wait: Duration,
     ) -> Result<Result<StartedSession, ExecError>, NoSlot> {
-        let scheduler = self.inner.dispatcher.scheduler();
-        let asked = std::time::Instant::now();
-        let acquired =
-            tokio::time::timeout(wait, scheduler.acquire(planned.plan.demand.clone())).await;
-        self.inner
-            .dispatcher
-            .metrics()
-            .record_queue_wait(asked.elapsed());
-        let permit = match acquired {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(busy)) => return Err(NoSlot::Busy(busy)),
-            Err(_) => {
-                let load = scheduler.load();
-                return Err(NoSlot::Waited {
-                    running: load.running,
-                    global: load.global,
-                });
-            }
-        };
+        let permit = self.slot(planned.plan.demand.clone(), wait).await?;
         let Plan { spec, report, .. } = planned.plan;
         Ok(Execution::spawn(spec).map(|exec| StartedSession {
             exec,

@@ -50,6 +50,10 @@ pub(crate) enum BrokerError {
     /// The session table has no seat for the caller.
     #[error(transparent)]
     Full(#[from] SessionsFull),
+    /// No slot of the scheduler came free in time (the machine-wide
+    /// limits count live processes too).
+    #[error(transparent)]
+    Busy(#[from] asking::NoSlot),
 }
 
 impl From<Rejection> for BrokerError {
@@ -66,6 +70,8 @@ pub(crate) struct Live {
     pub(crate) exec: Execution,
     pub(crate) report: Option<ReportGuard>,
     pub(crate) ticket: SessionTicket,
+    /// Its slot of the scheduler, held while it lives ([`Broker::start_counted`]).
+    pub(crate) slot: Option<crate::scheduler::Permit>,
 }
 
 /// A one-shot command run to its end, for a door that renders it itself.
@@ -258,6 +264,35 @@ impl Broker {
             exec,
             report: plan.report,
             ticket,
+            slot: None,
+        })
+    }
+
+    /// [`start`](Self::start) for a process that counts against the
+    /// scheduler's limits like any command (machine-wide, every door): it
+    /// takes a slot first, waiting no longer than [`START_SLOT_WAIT`], and
+    /// holds it while it lives. A Start, an envd process, a Codex process.
+    pub(crate) async fn start_counted(
+        &self,
+        caller: &Caller,
+        request: &Request,
+        what: &str,
+        attach: Option<Attach>,
+    ) -> Result<Live, BrokerError> {
+        let ticket = self.inner.sessions.admit(caller, what)?;
+        let mut plan = self.plan(caller, request)?;
+        plan.demand.caller = caller.to_string();
+        let slot = self.slot(plan.demand.clone(), START_SLOT_WAIT).await?;
+        let exec = match attach {
+            Some(attach) => Execution::spawn_attached(plan.spec, attach)?,
+            None => Execution::spawn(plan.spec)?,
+        };
+        ticket.hold(&exec);
+        Ok(Live {
+            exec,
+            report: plan.report,
+            ticket,
+            slot: Some(slot),
         })
     }
 
@@ -337,6 +372,10 @@ impl Broker {
             .plan(request, Door::Listener)
     }
 }
+
+/// How long a live process waits for a slot of the scheduler before its
+/// start is answered busy.
+pub(crate) const START_SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How often a held background is looked at to see whether it is gone.
 const BACKGROUND_POLL: std::time::Duration = std::time::Duration::from_millis(500);

@@ -28,13 +28,25 @@ struct Envd {
 
 impl Envd {
     async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// With the registry `registry` (written outside the workspace).
+    async fn start_with(registry: Option<&str>) -> Self {
         let env = TestEnv::new();
+        let mut extra = Vec::new();
+        if let Some(text) = registry {
+            let config = env.root.path().join("registry.toml");
+            std::fs::write(&config, text).unwrap();
+            extra = vec!["--config".to_owned(), config.display().to_string()];
+        }
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
         let log = env.root.path().join("serve.log");
         let child = serve_listening(&env, &log, &[format!("envd=127.0.0.1:{port}")], TOKEN)
+            .args(&extra)
             .spawn()
             .unwrap();
         let known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
@@ -504,5 +516,30 @@ fn what_a_command_leaves_in_the_background_lives_on_listed_until_it_is_killed() 
             assert!(Instant::now() < deadline, "still listed: {list}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    });
+}
+
+#[test]
+fn a_live_process_holds_a_slot_of_the_scheduler_while_it_runs() {
+    run(async {
+        let envd =
+            Envd::start_with(Some("allow_raw_commands = true\n[scheduler]\nglobal = 1\n")).await;
+        let first = envd.stream("process.Process/Start", bash("sleep 2; echo first"), None);
+        let second = async {
+            // Asked once the first holds the only slot.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let asked = Instant::now();
+            let (messages, _) = envd
+                .stream("process.Process/Start", bash("echo second"), None)
+                .await;
+            (asked.elapsed(), messages)
+        };
+        let ((first, _), (waited, second)) = tokio::join!(first, second);
+        let ended = |messages: &[Value]| messages.iter().any(|m| m["event"]["end"].is_object());
+        assert!(ended(&first) && ended(&second), "{first:?} {second:?}");
+        assert!(
+            waited >= Duration::from_millis(1000),
+            "the second process started at once ({waited:?}) while the first held the only slot"
+        );
     });
 }

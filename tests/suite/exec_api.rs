@@ -50,18 +50,25 @@ async fn bounded<T>(what: &str, future: impl std::future::Future<Output = T>) ->
 fn wait_yields_without_killing_and_windows_carry_only_new_output() {
     let env = TestEnv::new();
     runtime().block_on(async {
+        // Seconds apart, so a loaded machine still sees them apart.
         let execution = Execution::spawn(spec(
             &env,
-            "echo first; sleep 0.5; echo second; sleep 30",
+            "echo first; sleep 4; echo second; sleep 30",
             false,
         ))
         .unwrap();
+        let first = regex::Regex::new("first").unwrap();
+        let end = execution
+            .wait(Instant::now() + Duration::from_secs(10), Some(&first))
+            .await;
+        assert_eq!(end, WaitEnd::Matched);
+        assert_eq!(execution.take_output(&opts()).text, "first\n");
         let end = execution
             .wait(Instant::now() + Duration::from_millis(300), None)
             .await;
         assert_eq!(end, WaitEnd::Deadline);
         assert!(execution.exit_info().is_none(), "the yield kills nothing");
-        assert_eq!(execution.take_output(&opts()).text, "first\n");
+        assert_eq!(execution.take_output(&opts()).text, "", "nothing new yet");
         let pattern = regex::Regex::new("sec.nd").unwrap();
         let end = execution
             .wait(Instant::now() + Duration::from_secs(10), Some(&pattern))

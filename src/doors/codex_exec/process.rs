@@ -33,12 +33,12 @@ pub(crate) const MAX_READ_WAIT: Duration = Duration::from_secs(30);
 /// process's first output.
 pub(crate) async fn start(conn: &Arc<Connection>, id: &Value, raw: Value) {
     let (go, ready) = oneshot::channel();
-    let result = start_process(conn, raw, ready);
+    let result = start_process(conn, raw, ready).await;
     conn.out.send(p::response(id, result)).await;
     let _ = go.send(());
 }
 
-fn start_process(
+async fn start_process(
     conn: &Arc<Connection>,
     raw: Value,
     ready: oneshot::Receiver<()>,
@@ -96,7 +96,8 @@ fn start_process(
     };
     let live = conn
         .broker
-        .start(&conn.caller, &request, "codex-exec process", Some(attach))
+        .start_counted(&conn.caller, &request, "codex-exec process", Some(attach))
+        .await
         .map_err(|e| broker_error(&e))?;
     let sandbox_type = if live.exec.spec().wrapper.is_empty() {
         ProcessSandboxType::None
@@ -274,5 +275,6 @@ fn broker_error(err: &BrokerError) -> RpcError {
             _ => RpcError::internal(e.to_string()),
         },
         BrokerError::Full(full) => RpcError::new(codes::INVALID_REQUEST, full.to_string()),
+        BrokerError::Busy(busy) => RpcError::new(codes::INVALID_REQUEST, busy.to_string()),
     }
 }

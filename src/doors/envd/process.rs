@@ -61,7 +61,7 @@ pub(crate) async fn start(
         Ok(r) => r,
         Err(e) => return connect::stream_error(codec, &e),
     };
-    let (proc, events) = match start_process(&state, &caller, request, deadline) {
+    let (proc, events) = match start_process(&state, &caller, request, deadline).await {
         Ok(started) => started,
         Err(e) => return connect::stream_error(codec, &e),
     };
@@ -299,7 +299,7 @@ pub(crate) async fn update(
 }
 
 /// Plans, starts and seats the process of `request`.
-fn start_process(
+async fn start_process(
     state: &EnvdState,
     caller: &Caller,
     request: StartRequest,
@@ -354,7 +354,8 @@ fn start_process(
     };
     let live = state
         .broker
-        .start(caller, &plan, "envd process", Some(attach))
+        .start_counted(caller, &plan, "envd process", Some(attach))
+        .await
         .map_err(|e| broker_error(&e))?;
     Ok(procs::own(
         &state.procs,
@@ -551,6 +552,7 @@ fn broker_error(err: &BrokerError) -> ConnectError {
             _ => ConnectError::new(Code::Internal, e.to_string()),
         },
         BrokerError::Full(full) => ConnectError::new(Code::ResourceExhausted, full.to_string()),
+        BrokerError::Busy(busy) => ConnectError::new(Code::ResourceExhausted, busy.to_string()),
     }
 }
 

@@ -226,7 +226,11 @@ async fn run(
         exec: _,
         report,
         ticket,
+        slot,
     } = live;
+    // Its slot of the scheduler goes with the command; what it left in
+    // the background keeps only its seat.
+    drop(slot);
     drop(report);
     if !ended_by_itself || left != Some(true) {
         // Out of both tables before the last event: a client that saw the

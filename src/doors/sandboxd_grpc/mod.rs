@@ -119,6 +119,7 @@ impl ProcessService for Service {
         let deadline = execute::deadline_of(request.metadata(), Instant::now());
         let caller = caller_of(&request)?;
         self.open_start(&caller, request.into_inner(), deadline)
+            .await
             .map(Response::new)
     }
 
@@ -198,7 +199,7 @@ impl ProcessService for Service {
 impl Service {
     /// Starts a process and opens its event stream (tonic's `start` and
     /// the route in front of it, [`start_route`], both come here).
-    fn open_start(
+    async fn open_start(
         &self,
         caller: &Caller,
         request: StartRequest,
@@ -219,7 +220,8 @@ impl Service {
         };
         let live = self
             .broker
-            .start(caller, &request, "Start", Some(attach))
+            .start_counted(caller, &request, "Start", Some(attach))
+            .await
             .map_err(|e| broker_status(&e))?;
         Ok(stream::open(stream::Forward {
             live,

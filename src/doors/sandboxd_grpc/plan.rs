@@ -96,6 +96,7 @@ pub(crate) fn broker_status(err: &BrokerError) -> Status {
         BrokerError::Refused(rejection) => rejection_status(rejection),
         BrokerError::Start(e) => start_error(e),
         BrokerError::Full(full) => Status::resource_exhausted(full.to_string()),
+        BrokerError::Busy(busy) => Status::resource_exhausted(busy.to_string()),
     }
 }
 

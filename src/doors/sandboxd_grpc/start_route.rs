@@ -112,7 +112,7 @@ async fn start(
         .get::<crate::gate::Caller>()
         .cloned()
         .ok_or_else(|| Status::internal("the call reached the service without passing the gate"))?;
-    let events = service.open_start(&caller, request, deadline)?;
+    let events = service.open_start(&caller, request, deadline).await?;
     let body = http_body_util::StreamBody::new(Frames {
         events,
         queued: None,

@@ -66,6 +66,7 @@ async fn run(forward: Forward, events: mpsc::Sender<Result<StartResponse, Status
                 exec,
                 report,
                 ticket: registration,
+                slot: _slot,
             },
         mut tap,
         deadline,

@@ -132,6 +132,7 @@ fn broker_error(err: &BrokerError) -> SwerexError {
         BrokerError::Refused(rejection) => refused(rejection.clone()),
         BrokerError::Start(e) => start_error(e),
         BrokerError::Full(full) => SwerexError::raise(PyClass::SwerexException, full.to_string()),
+        BrokerError::Busy(busy) => SwerexError::raise(PyClass::SwerexException, busy.to_string()),
     }
 }
 
