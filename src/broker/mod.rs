@@ -255,17 +255,7 @@ impl Broker {
     ) -> Result<Live, BrokerError> {
         let ticket = self.inner.sessions.admit(caller, what)?;
         let plan = self.plan(caller, request)?;
-        let exec = match attach {
-            Some(attach) => Execution::spawn_attached(plan.spec, attach)?,
-            None => Execution::spawn(plan.spec)?,
-        };
-        ticket.hold(&exec);
-        Ok(Live {
-            exec,
-            report: plan.report,
-            ticket,
-            slot: None,
-        })
+        launch(ticket, plan, attach, None)
     }
 
     /// [`start`](Self::start) for a process that counts against the
@@ -283,17 +273,7 @@ impl Broker {
         let mut plan = self.plan(caller, request)?;
         plan.demand.caller = caller.to_string();
         let slot = self.slot(plan.demand.clone(), START_SLOT_WAIT).await?;
-        let exec = match attach {
-            Some(attach) => Execution::spawn_attached(plan.spec, attach)?,
-            None => Execution::spawn(plan.spec)?,
-        };
-        ticket.hold(&exec);
-        Ok(Live {
-            exec,
-            report: plan.report,
-            ticket,
-            slot: Some(slot),
-        })
+        launch(ticket, plan, attach, Some(slot))
     }
 
     /// Runs a one-shot command for `caller` the way `envd` and `daytona`
@@ -397,6 +377,26 @@ pub(crate) async fn hold_background(remainder: Execution, ticket: SessionTicket)
     remainder.settle().await;
     tracing::info!(session = ticket.id(), "background processes gone");
     drop(ticket);
+}
+
+/// Spawns a planned live process into its seat (`ticket`), holding `slot`.
+fn launch(
+    ticket: SessionTicket,
+    plan: Plan,
+    attach: Option<Attach>,
+    slot: Option<crate::scheduler::Permit>,
+) -> Result<Live, BrokerError> {
+    let exec = match attach {
+        Some(attach) => Execution::spawn_attached(plan.spec, attach)?,
+        None => Execution::spawn(plan.spec)?,
+    };
+    ticket.hold(&exec);
+    Ok(Live {
+        exec,
+        report: plan.report,
+        ticket,
+        slot,
+    })
 }
 
 fn capped_names(plan: &Plan) -> Vec<String> {

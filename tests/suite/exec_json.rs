@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -261,10 +261,16 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub fn start(env: &TestEnv, config: &PathBuf) -> Self {
+    pub fn start(env: &TestEnv, config: &Path) -> Self {
+        Self::start_with(env, config, &[])
+    }
+
+    /// With `extra` flags after the config.
+    pub fn start_with(env: &TestEnv, config: &Path, extra: &[&str]) -> Self {
         let mut child = Command::new(bin())
             .args(["exec", "--jsonl", "--config"])
             .arg(config)
+            .args(extra)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", env.root.path().join("home"))
@@ -277,6 +283,11 @@ impl Stream {
             .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
         Self { child, out }
+    }
+
+    /// The process id (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn send(&mut self, line: &Value) {

@@ -2,13 +2,13 @@
 //! the gauges of what runs and waits now and the queue wait histogram,
 //! read while two commands share one slot.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::common::{TestEnv, bin};
+use super::exec_json::Stream;
+use crate::common::TestEnv;
 
 /// How long the gauges may take to show a state.
 const SETTLE: Duration = Duration::from_secs(20);
@@ -68,26 +68,11 @@ fn exec_jsonl_serves_the_running_and_queued_gauges_and_the_queue_wait() {
     )
     .unwrap();
     let port = free_port();
-    let mut child = std::process::Command::new(bin())
-        .args(["exec", "--jsonl", "--metrics-addr"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--root")
-        .arg(env.work())
-        .env("AGENT_REACH_HOME", env.ar_home())
-        .current_dir(env.work())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
-    let mut input = child.stdin.take().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let mut stream = Stream::start_with(&env, &config, &["--metrics-addr", &addr]);
     for id in 0..2 {
-        writeln!(input, "{}", json!({"id": id, "tool": "nap"})).unwrap();
+        stream.send(&json!({"id": id, "tool": "nap"}));
     }
-    input.flush().unwrap();
     let busy = scrape_until(port, "one running and one queued", |text| {
         value(text, "agent_reach_running") == Some(1.0)
             && value(text, "agent_reach_queued") == Some(1.0)
@@ -96,16 +81,11 @@ fn exec_jsonl_serves_the_running_and_queued_gauges_and_the_queue_wait() {
         busy.contains("# TYPE agent_reach_queue_wait_seconds histogram"),
         "{busy}"
     );
-    drop(input);
-    let mut output = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
     for _ in 0..2 {
-        line.clear();
-        output.read_line(&mut line).unwrap();
-        assert!(line.contains("\"success\""), "{line}");
+        let answer = stream.next(SETTLE);
+        assert_eq!(answer["status"], "success", "{answer}");
     }
-    // The stream ended with its input: the last scrape is from before.
-    assert!(child.wait().unwrap().success());
+    assert_eq!(stream.close(), 0);
     let waited: Vec<&str> = busy
         .lines()
         .filter(|l| l.starts_with("agent_reach_queue_wait_seconds_count"))

@@ -3,8 +3,7 @@
 //! --jsonl` answers its next lines from the new registry, and a file that
 //! does not load leaves the old registry in place with the process alive.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,8 +15,9 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+use super::exec_json::Stream;
 use super::serve::server_command;
-use crate::common::{TestEnv, bin};
+use crate::common::TestEnv;
 
 /// The longest a reload may take to show.
 const RELOAD_LIMIT: Duration = Duration::from_secs(20);
@@ -128,46 +128,24 @@ fn sighup_reloads_the_registry_and_mcp_clients_are_told() {
     });
 }
 
-/// Sends `line` to an `exec --jsonl` and reads its answer.
-fn ask(input: &mut impl Write, output: &mut impl BufRead, line: &Value) -> Value {
-    writeln!(input, "{line}").unwrap();
-    input.flush().unwrap();
-    let mut answer = String::new();
-    output.read_line(&mut answer).unwrap();
-    serde_json::from_str(&answer).unwrap_or_else(|_| panic!("not JSON: {answer:?}"))
-}
-
-fn exec_jsonl(env: &TestEnv, config: &Path) -> std::process::Child {
-    std::process::Command::new(bin())
-        .args(["exec", "--jsonl", "--config"])
-        .arg(config)
-        .arg("--root")
-        .arg(env.work())
-        .env("AGENT_REACH_HOME", env.ar_home())
-        .current_dir(env.work())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn sighup_reloads_the_registry_of_an_exec_jsonl_stream() {
     let env = TestEnv::new();
     let config = write_registry(&env, &registry_of("first"));
-    let mut child = exec_jsonl(&env, &config);
-    let _known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
-    let mut input = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap());
-    let answer = ask(&mut input, &mut output, &json!({"id": 1, "tool": "first"}));
+    let mut stream = Stream::start(&env, &config);
+    let pid = stream.pid();
+    let mut ask = |line: Value| {
+        stream.send(&line);
+        stream.next(RELOAD_LIMIT)
+    };
+    let answer = ask(json!({"id": 1, "tool": "first"}));
     assert_eq!(answer["status"], "success", "{answer}");
 
     write_registry(&env, &registry_of("second"));
-    hang_up(child.id());
+    hang_up(pid);
     let started = Instant::now();
     loop {
-        let answer = ask(&mut input, &mut output, &json!({"id": 2, "tool": "second"}));
+        let answer = ask(json!({"id": 2, "tool": "second"}));
         if answer["status"] == "success" {
             assert!(
                 answer["stdout"]
@@ -184,17 +162,16 @@ fn sighup_reloads_the_registry_of_an_exec_jsonl_stream() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let answer = ask(&mut input, &mut output, &json!({"id": 3, "tool": "first"}));
+    let answer = ask(json!({"id": 3, "tool": "first"}));
     assert_eq!(answer["status"], "rejected", "{answer}");
 
     write_registry(&env, "not a registry [");
-    hang_up(child.id());
+    hang_up(pid);
     std::thread::sleep(Duration::from_millis(300));
-    let answer = ask(&mut input, &mut output, &json!({"id": 4, "tool": "second"}));
+    let answer = ask(json!({"id": 4, "tool": "second"}));
     assert_eq!(
         answer["status"], "success",
         "the old registry stays: {answer}"
     );
-    drop(input);
-    assert!(child.wait().unwrap().success());
+    assert_eq!(stream.close(), 0);
 }
