@@ -11,13 +11,16 @@
 //! its marker, and then takes the next. Commands of one session run one
 //! after another, as in Daytona's daemon; `runAsync` only answers at once
 //! (202, `{cmdId}`). A running command reads the session's stdin, which
-//! `…/input` writes to. Logs are kept per command up to
+//! `…/input` writes to. `…/logs?follow=true` is a WebSocket of the output
+//! as it comes (Daytona's stream prefixes). Logs are kept per command up to
 //! [`MAX_LOG_BYTES`] per stream. Deleting a session kills its whole tree.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::sync::{Arc, Mutex};
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -25,6 +28,7 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, DaytonaState};
 use crate::broker::{BrokerError, Live};
@@ -44,6 +48,8 @@ pub(crate) struct CommandRec {
     logs: Mutex<Logs>,
     /// `Some(code)` once it is over.
     done: watch::Sender<Option<i32>>,
+    /// Bumped at each output, for the log followers.
+    tick: watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +57,8 @@ struct Logs {
     stdout: Vec<u8>,
     stderr: Vec<u8>,
     output: Vec<u8>,
+    /// Each piece kept, in the order it came: its stream and length.
+    order: Vec<(StreamKind, usize)>,
 }
 
 impl CommandRec {
@@ -64,6 +72,29 @@ impl CommandRec {
         let kept = &bytes[..bytes.len().min(room)];
         stream.extend_from_slice(kept);
         logs.output.extend_from_slice(kept);
+        if !kept.is_empty() {
+            logs.order.push((kind, kept.len()));
+            drop(logs);
+            self.tick.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// The pieces kept after the first `from` of them, each with its stream.
+    fn pieces_from(&self, from: usize) -> Vec<(StreamKind, Vec<u8>)> {
+        let logs = crate::sync::lock(&self.logs);
+        let (mut out_at, mut err_at) = (0, 0);
+        let mut pieces = Vec::new();
+        for (n, (kind, len)) in logs.order.iter().enumerate() {
+            let (stream, at) = match kind {
+                StreamKind::Stdout => (&logs.stdout, &mut out_at),
+                StreamKind::Stderr => (&logs.stderr, &mut err_at),
+            };
+            if n >= from {
+                pieces.push((*kind, stream[*at..*at + len].to_vec()));
+            }
+            *at += len;
+        }
+        pieces
     }
 
     fn exit_code(&self) -> Option<i32> {
@@ -356,6 +387,7 @@ pub(crate) async fn exec(
         command: body.command.clone(),
         logs: Mutex::new(Logs::default()),
         done,
+        tick: watch::channel(0).0,
     });
     crate::sync::lock(&session.commands).push(Arc::clone(&command));
     let runner = {
@@ -415,22 +447,77 @@ pub(crate) struct LogsQuery {
     follow: Option<bool>,
 }
 
-/// `GET .../command/{command}/logs`: `{output, stdout, stderr}` so far.
-/// `follow=true` (a WebSocket) is not served: 400.
+/// `GET .../command/{command}/logs`: `{output, stdout, stderr}` so far;
+/// with `follow=true`, a WebSocket of the output from the start, each
+/// piece a frame prefixed by its stream's [`STDOUT_PREFIX`] or
+/// [`STDERR_PREFIX`], closed with 1000 once the command is over.
 pub(crate) async fn logs(
     State(state): State<DaytonaState>,
     Extension(caller): Extension<Caller>,
     Path((name, id)): Path<(String, String)>,
     Query(query): Query<LogsQuery>,
-) -> Result<Json<Value>, ApiError> {
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
     let session = state.sessions.find(&caller, &name)?;
     let command = command_of(&session, &id)?;
-    if query.follow == Some(true) {
-        return Err(ApiError::bad_request(
-            "following logs over a WebSocket is not served by this server; poll the logs instead",
-        ));
+    if query.follow != Some(true) {
+        return Ok(Json(command.logs()).into_response());
     }
-    Ok(Json(command.logs()))
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::bad_request(format!("follow=true needs a WebSocket request: {e}"))
+    })?;
+    let shutdown = state.shutdown.clone();
+    Ok(upgrade.on_upgrade(move |socket| follow(socket, command, shutdown)))
+}
+
+/// The prefix of a stdout frame of a followed log (Daytona's).
+pub(crate) const STDOUT_PREFIX: &[u8] = b"\x01\x01\x01";
+/// The prefix of a stderr frame.
+pub(crate) const STDERR_PREFIX: &[u8] = b"\x02\x02\x02";
+
+/// Sends `command`'s output on `socket` as it comes, then closes it.
+async fn follow(mut socket: WebSocket, command: Arc<CommandRec>, shutdown: CancellationToken) {
+    let mut sent = 0;
+    let mut ticks = command.tick.subscribe();
+    let mut done = command.done.subscribe();
+    loop {
+        // Read `over` before the pieces: what came before the end is sent.
+        let over = done.borrow_and_update().is_some();
+        ticks.borrow_and_update();
+        let pieces = command.pieces_from(sent);
+        sent += pieces.len();
+        for (kind, bytes) in pieces {
+            let mut frame = match kind {
+                StreamKind::Stdout => STDOUT_PREFIX.to_vec(),
+                StreamKind::Stderr => STDERR_PREFIX.to_vec(),
+            };
+            frame.extend_from_slice(&bytes);
+            let message = match String::from_utf8(frame) {
+                Ok(text) => Message::Text(text.into()),
+                Err(e) => Message::Binary(e.into_bytes().into()),
+            };
+            if socket.send(message).await.is_err() {
+                return;
+            }
+        }
+        if over {
+            break;
+        }
+        tokio::select! {
+            _ = ticks.changed() => {}
+            _ = done.changed() => {}
+            () = shutdown.cancelled() => break,
+            incoming = socket.recv() => match incoming {
+                Some(Ok(_)) => {}
+                _ => return,
+            },
+        }
+    }
+    let close = CloseFrame {
+        code: close_code::NORMAL,
+        reason: "".into(),
+    };
+    let _ = socket.send(Message::Close(Some(close))).await;
 }
 
 /// The body of `…/input`.
