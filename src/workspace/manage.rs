@@ -113,7 +113,10 @@ impl Workspace {
     /// Sets the permission bits of `target` (what it names, a final link
     /// followed beneath the root) to `mode`.
     pub(crate) fn set_mode(&self, target: &Target, mode: u32) -> Result<(), WorkspaceError> {
-        let fd = self.open_target(target, OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC)?;
+        let fd = self.open_target(
+            target,
+            OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        )?;
         fchmod(&fd, Mode::from_bits_truncate(mode & 0o7777))
             .map_err(|e| WorkspaceError::from_errno(&target.shown, e))
     }

@@ -53,11 +53,21 @@ pub(crate) fn permit(
 ) -> Result<(Workspace, String), ApiError> {
     let rel = crate::doors::envd::paths::in_root(state.broker.root(), path)
         .map_err(|e| ApiError::forbidden(e.to_string()))?;
+    let rel = tidy(&rel);
     let files = state
         .broker
         .files(caller, op, &[&rel])
         .map_err(|r| ApiError::forbidden(r.message))?;
     Ok((files.workspace().clone(), rel))
+}
+
+/// `rel` without its empty and `.` parts (`./a//b` is `a/b`, `.` the
+/// root), so the paths shown back are plain; `..` is left to the workspace.
+fn tidy(rel: &str) -> String {
+    rel.split('/')
+        .filter(|part| !part.is_empty() && *part != ".")
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A required query parameter.
@@ -275,8 +285,7 @@ pub(crate) async fn bulk_download(
                     })
                     .to_string();
                     let head = part_head("error", &path, "application/json; charset=utf-8", None);
-                    if tx.send(Ok(head)).await.is_err() || tx.send(Ok(json.into())).await.is_err()
-                    {
+                    if tx.send(Ok(head)).await.is_err() || tx.send(Ok(json.into())).await.is_err() {
                         return;
                     }
                 }
@@ -285,7 +294,9 @@ pub(crate) async fn bulk_download(
                 return;
             }
         }
-        let _ = tx.send(Ok(Bytes::from(format!("--{BOUNDARY}--\r\n")))).await;
+        let _ = tx
+            .send(Ok(Bytes::from(format!("--{BOUNDARY}--\r\n"))))
+            .await;
     });
     Ok((
         [(
@@ -487,10 +498,14 @@ pub(crate) async fn permissions(
     blocking(move || {
         let target = ws.resolve(&rel)?;
         let stat = ws.stat(&target)?;
-        let same = |given: &Option<String>, id: u32| given.as_ref().is_none_or(|g| *g == id.to_string());
+        let same =
+            |given: &Option<String>, id: u32| given.as_ref().is_none_or(|g| *g == id.to_string());
         if !same(&owner, stat.uid) || !same(&group, stat.gid) {
             return Err(WorkspaceError::Denied {
-                path: format!("{} (changing the owner or group is not served)", target.shown),
+                path: format!(
+                    "{} (changing the owner or group is not served)",
+                    target.shown
+                ),
             });
         }
         if let Some(mode) = mode {
@@ -510,6 +525,13 @@ mod tests {
     fn modes_are_spelled_as_go_spells_them() {
         assert_eq!(go_mode(0o100644, StatKind::File), "-rw-r--r--");
         assert_eq!(go_mode(0o40755, StatKind::Directory), "drwxr-xr-x");
+    }
+
+    #[test]
+    fn paths_are_shown_without_dot_parts() {
+        assert_eq!(tidy("./a//b/."), "a/b");
+        assert_eq!(tidy("."), "");
+        assert_eq!(tidy("a/../b"), "a/../b");
     }
 
     #[test]

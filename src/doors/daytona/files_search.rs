@@ -230,7 +230,12 @@ pub(crate) async fn replace(
     Ok(Json(results))
 }
 
-fn replace_in(ws: &Workspace, rel: &str, pattern: &str, new_value: &str) -> Result<(), WorkspaceError> {
+fn replace_in(
+    ws: &Workspace,
+    rel: &str,
+    pattern: &str,
+    new_value: &str,
+) -> Result<(), WorkspaceError> {
     let Some(text) = text_of(ws, rel)? else {
         return Err(WorkspaceError::Invalid {
             path: rel.to_owned(),

@@ -191,7 +191,12 @@ pub(crate) async fn code_run(
         }
     };
     argv.push(OsString::from(body.code));
-    argv.extend(body.argv.unwrap_or_default().into_iter().map(OsString::from));
+    argv.extend(
+        body.argv
+            .unwrap_or_default()
+            .into_iter()
+            .map(OsString::from),
+    );
     let env = env_of(body.envs)?;
     let request = one_shot(argv, None, env, body.timeout);
     let result = state.broker.run(&caller, request).await;
@@ -246,10 +251,7 @@ fn answer(result: &NormalizedResult) -> Result<(i32, String), ApiError> {
         {
             Err(ApiError::bad_request(message()))
         }
-        Status::Error => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            message(),
-        )),
+        Status::Error => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message())),
     }
 }
 

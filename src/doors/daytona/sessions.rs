@@ -283,12 +283,13 @@ pub(crate) async fn create(
     request.session = true;
     request.tty = Some(false);
     request.timeout_ms = Some(0);
-    let (tap, receiver) = crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS).map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot open the output stream: {e}"),
-        )
-    })?;
+    let (tap, receiver) =
+        crate::exec::output_tap(crate::exec::DEFAULT_TAP_CHUNKS).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot open the output stream: {e}"),
+            )
+        })?;
     let attach = Attach {
         tap: Some(tap),
         stdin_pipe: true,
@@ -296,7 +297,12 @@ pub(crate) async fn create(
     };
     let live = state
         .broker
-        .start(&caller, &request, &format!("daytona session {name}"), Some(attach))
+        .start(
+            &caller,
+            &request,
+            &format!("daytona session {name}"),
+            Some(attach),
+        )
         .map_err(|e| broker_error(&e))?;
     let session = Arc::new(Session {
         name: name.clone(),
