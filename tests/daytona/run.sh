@@ -4,7 +4,7 @@
 # `Daytona(DaytonaConfig(api_key=TOKEN, api_url=".../api")).get(ID)`, then
 # process.exec (output, exit code, cwd, env, the timeout with a `setsid`
 # child gone), code_run, sessions (state kept, async commands with
-# followed logs), the file operations with a 20 MB round trip, a path
+# followed logs), a PTY, the file operations with a 20 MB round trip, a path
 # outside the root refused, a wrong API key refused. Makes (once) a
 # virtualenv under target/ (pip's downloads cached under target/pip-cache),
 # builds the binary if needed, runs sdk_test.py. Exits non-zero if any

@@ -2,7 +2,8 @@
 `agent-reach serve --listen daytona=ADDR`: the sandbox read with
 `Daytona.get`, commands with their output, exit codes, working directory,
 variables and timeout (a `setsid` child gone with the tree), code_run,
-sessions keeping state and async commands with followed logs, the file
+sessions keeping state and async commands with followed logs, a PTY
+(variables, resize, exit code, kill ending its tree), the file
 operations with a 20 MB round trip, a path outside the root refused, and a
 wrong API key raised as the SDK's authentication error.
 
@@ -22,6 +23,7 @@ from daytona import (
     DaytonaNotFoundError,
     DaytonaTimeoutError,
     FileUpload,
+    PtySize,
     SessionExecuteRequest,
 )
 
@@ -109,6 +111,28 @@ try:
     check("session: deleted", False, "still there")
 except DaytonaNotFoundError:
     check("session: deleted", True)
+
+# PTY
+pty = sandbox.process.create_pty_session(id="term", pty_size=PtySize(cols=100, rows=30), envs={"PTYVAR": "set"})
+check("pty: connected", pty.is_connected())
+info = sandbox.process.resize_pty_session("term", PtySize(cols=120, rows=40))
+check("pty: resized", (info.cols, info.rows) == (120, 40), repr(info))
+pty.send_input("echo v=$PTYVAR; stty size; exit 7\n")
+chunks = []
+result = pty.wait(on_data=chunks.append)
+screen = b"".join(chunks).decode(errors="replace")
+check("pty: env, size and exit code", result.exit_code == 7 and "v=set" in screen and "40 120" in screen, repr((result, screen)))
+pty = sandbox.process.create_pty_session(id="killed")
+pid_file = os.path.join(ROOT, "pty-child.pid")
+pty.send_input(f"sleep 300 & echo $! > {pid_file}\n")
+end = time.time() + 10
+while not os.path.exists(pid_file) and time.time() < end:
+    time.sleep(0.05)
+child = int(open(pid_file).read().strip())
+pty.kill()
+pty.wait(timeout=10)
+check("pty: kill ends its whole tree", gone_within(child, 5), f"pid {child}")
+check("pty: none left", sandbox.process.list_pty_sessions() == [])
 
 # files
 big = os.urandom(20 * 1024 * 1024)

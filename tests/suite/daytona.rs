@@ -4,13 +4,14 @@
 //! pointing back at the listener, other ids 404, the bearer token, a
 //! command's combined output and exit code, the timeout as 408 with the
 //! tree killed, files confined beneath the root, bulk download as
-//! multipart, sessions keeping state, and a followed log over a WebSocket.
+//! multipart, sessions keeping state, a followed log over a WebSocket, and
+//! a PTY's WebSocket (connected, input, exit code in the close frame).
 
 use std::time::{Duration, Instant};
 
+use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio_stream::StreamExt;
 
 use crate::common::{ServerProcess, TestEnv, gone_within, serve_listening};
 use crate::suite::sandboxd_rest::run;
@@ -428,5 +429,63 @@ fn an_async_commands_log_is_followed_over_a_websocket_until_it_ends() {
         }
         assert_eq!(frames, ["\x01\x01\x01one\n", "\x02\x02\x02two\n"]);
         assert_eq!(close, Some(1000));
+    });
+}
+
+#[test]
+fn a_pty_says_connected_takes_input_and_closes_with_its_exit_code() {
+    run(async {
+        let d = Daytona::start().await;
+        let url = format!(
+            "ws://127.0.0.1:{}/toolbox/{SANDBOX}/process/pty/create-connect?id=t1&cols=90&rows=20",
+            d.port
+        );
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+                .unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        // {"PTYVAR": "on"} as base64url, as the SDK sends its variables.
+        request.headers_mut().insert(
+            "sec-websocket-protocol",
+            "X-Daytona-Pty-Exit-Control, X-Daytona-Pty-Envs~eyJQVFlWQVIiOiAib24ifQ"
+                .parse()
+                .unwrap(),
+        );
+        let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        use tokio_tungstenite::tungstenite::Message;
+        let first = socket.next().await.unwrap().unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(first.to_text().unwrap()).unwrap(),
+            json!({"type": "control", "status": "connected"})
+        );
+        socket
+            .send(Message::Binary(b"echo v=$PTYVAR; exit 5\n".to_vec().into()))
+            .await
+            .unwrap();
+        let mut screen = Vec::new();
+        let mut exited = None;
+        let mut close = None;
+        while let Some(message) = socket.next().await {
+            match message.unwrap() {
+                Message::Binary(bytes) => screen.extend_from_slice(&bytes),
+                Message::Text(text) => exited = Some(serde_json::from_str::<Value>(&text).unwrap()),
+                Message::Close(frame) => {
+                    close = frame.map(|f| (u16::from(f.code), f.reason.to_string()));
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let screen = String::from_utf8_lossy(&screen);
+        assert!(screen.contains("v=on"), "{screen}");
+        assert_eq!(
+            exited,
+            Some(json!({"type": "control", "status": "exited", "exitCode": 5}))
+        );
+        assert_eq!(close, Some((1000, "{\"exitCode\":5}".to_owned())));
+        let (_, list) = d.call(reqwest::Method::GET, "/process/pty", None).await;
+        assert_eq!(list["sessions"], json!([]));
     });
 }

@@ -14,10 +14,10 @@
 //!   is `--sandbox-id`, any other is 404. Nothing else of the control plane
 //!   (create, start, stop, archive, snapshots, volumes) is served.
 //! - the toolbox under `/toolbox/{id}/`: `process/execute` and
-//!   `process/code-run` ([`process`]), the sessions ([`sessions`]), the
-//!   `files` routes ([`files`]), and `work-dir`, `user-home-dir`,
-//!   `version`. Not served (404): PTY, git, LSP, computer use, the code
-//!   interpreter, ports.
+//!   `process/code-run` ([`process`]), the sessions ([`sessions`]), PTYs
+//!   over a WebSocket ([`pty`]), the `files` routes ([`files`],
+//!   [`files_search`]), and `work-dir`, `user-home-dir`, `version`. Not
+//!   served (404): git, LSP, computer use, the code interpreter, ports.
 //!
 //! Every route needs `Authorization: Bearer TOKEN` (the SDK's API key);
 //! a refusal is Daytona's error body `{statusCode, message, code}`, which
@@ -28,6 +28,7 @@ pub(crate) mod control;
 pub(crate) mod files;
 pub(crate) mod files_search;
 pub(crate) mod process;
+pub(crate) mod pty;
 pub(crate) mod sessions;
 
 use std::sync::Arc;
@@ -163,6 +164,7 @@ pub(crate) struct DaytonaState {
     pub(crate) sandbox_id: Arc<str>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) sessions: sessions::SessionTable,
+    pub(crate) ptys: pty::PtyTable,
 }
 
 /// Whether `id` can name the sandbox: one URL path segment of letters,
@@ -184,6 +186,7 @@ pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<
         sandbox_id: Arc::from(shared.sandbox_id.as_str()),
         shutdown: shared.shutdown.clone(),
         sessions: sessions::SessionTable::default(),
+        ptys: pty::PtyTable::default(),
     };
     tracing::info!(sandbox = %state.sandbox_id, written_for = SDK_VERSION, "daytona toolbox");
     crate::doors::serve_door(listener, &shared, RULES, router(state)).await
@@ -216,6 +219,11 @@ pub(crate) fn router(state: DaytonaState) -> Router {
             "/process/session/{session}/command/{command}/input",
             post(sessions::input),
         )
+        .route("/process/pty", get(pty::list).post(pty::create))
+        .route("/process/pty/create-connect", get(pty::create_connect))
+        .route("/process/pty/{id}", get(pty::get).delete(pty::kill))
+        .route("/process/pty/{id}/connect", get(pty::connect))
+        .route("/process/pty/{id}/resize", post(pty::resize))
         .route("/files", get(files::list).delete(files::delete))
         .route("/files/info", get(files::info))
         .route("/files/download", get(files::download))
