@@ -5,16 +5,20 @@
 # process.exec (output, exit code, cwd, env, the timeout with a `setsid`
 # child gone), code_run, sessions (state kept, async commands with
 # followed logs), a PTY, the file operations with a 20 MB round trip, a path
-# outside the root refused, a wrong API key refused. Makes (once) a
-# virtualenv under target/ (pip's downloads cached under target/pip-cache),
-# builds the binary if needed, runs sdk_test.py. Exits non-zero if any
-# check fails.
+# outside the root refused, a wrong API key refused; then the npm SDK
+# (`@daytonaio/sdk`, pinned below) for `process.executeCommand` and the
+# files. Makes (once) a virtualenv under target/ (pip's downloads cached
+# under target/pip-cache) and an npm folder under target/, builds the
+# binary if needed, runs sdk_test.py and npm_test.mjs. Exits non-zero if
+# any check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/common/python.sh
 # The SDK version the tests pin (the toolbox API the door was written to;
 # src/doors/daytona/mod.rs, SDK_VERSION).
 DAYTONA_VERSION=0.226.1
+# The npm SDK lags the PyPI package's numbering.
+DAYTONA_NPM_VERSION=0.218.0
 export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$PWD/target/pip-cache}"
 venv="${DAYTONA_TEST_VENV:-target/daytona-venv}"
 venv_with "$venv" 'daytona' "daytona==$DAYTONA_VERSION"
@@ -44,3 +48,19 @@ for _ in $(seq 100); do
 done
 echo "== daytona $DAYTONA_VERSION (Python) against $bin, daytona on 127.0.0.1:$port, --token-file"
 timeout 300 "$venv/bin/python" tests/daytona/sdk_test.py "http://127.0.0.1:$port/api" "$work/root" "$(cat "$work/token")"
+
+if ! command -v npm >/dev/null; then
+    echo "SKIPPED daytona npm SDK: no npm on PATH"
+    exit 0
+fi
+npm_dir="${DAYTONA_NPM_DIR:-$PWD/target/daytona-npm-$DAYTONA_NPM_VERSION}"
+if [[ ! -f "$npm_dir/node_modules/@daytonaio/sdk/package.json" ]] \
+    || ! grep -q "\"version\": \"$DAYTONA_NPM_VERSION\"" "$npm_dir/node_modules/@daytonaio/sdk/package.json"; then
+    echo "== making $npm_dir with @daytonaio/sdk@$DAYTONA_NPM_VERSION"
+    mkdir -p "$npm_dir"
+    [[ -f "$npm_dir/package.json" ]] || echo '{"name":"daytona-npm-test","private":true}' > "$npm_dir/package.json"
+    (cd "$npm_dir" && npm install --silent --no-audit --no-fund "@daytonaio/sdk@$DAYTONA_NPM_VERSION")
+fi
+echo "== @daytonaio/sdk $DAYTONA_NPM_VERSION (npm) against $bin, daytona on 127.0.0.1:$port, --token-file"
+test_dir=$PWD/tests/daytona
+(cd "$npm_dir" && timeout 300 node "$test_dir/npm_test.mjs" "http://127.0.0.1:$port/api" "$work/root" "$(cat "$work/token")")
