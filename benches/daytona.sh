@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `process.exec("true")` through Daytona's Python SDK against agent-reach's
 # daytona listener, beside python-runtime's `/execute` of the same server
-# and a bare fork+exec, same run (see benches/daytona_exec.py; not `daytona.py`, which would shadow the SDK). Uses the release
-# binary unless AGENT_REACH_BIN is set; extra arguments go to the script.
+# and a bare fork+exec, same run (see benches/daytona_exec.py, not named
+# daytona.py, which would shadow the SDK). Uses the release binary unless
+# AGENT_REACH_BIN is set; extra arguments (`--calls N`, 200) go to the
+# script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/common/python.sh
