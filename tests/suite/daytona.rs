@@ -13,7 +13,7 @@ use futures_util::{SinkExt, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::common::{ServerProcess, TestEnv, gone_within, serve_listening};
+use crate::common::{ServerProcess, TestEnv, gone_within, is_alive, serve_listening};
 use crate::suite::sandboxd_rest::run;
 
 const TOKEN: &str = "daytona-t0ken";
@@ -22,7 +22,7 @@ const START_LIMIT: Duration = Duration::from_secs(20);
 
 /// A `serve` process with a `daytona` listener; killed and reaped on drop.
 struct Daytona {
-    _process: ServerProcess,
+    process: ServerProcess,
     env: TestEnv,
     port: u16,
     http: reqwest::Client,
@@ -42,7 +42,7 @@ impl Daytona {
             .unwrap();
         let known = agent_reach::exec::KnownChildGuard::register(child.id() as i32);
         let daytona = Self {
-            _process: ServerProcess::new(child),
+            process: ServerProcess::new(child),
             env,
             port,
             http: reqwest::Client::builder()
@@ -223,6 +223,28 @@ fn a_timeout_is_http_408_and_the_whole_tree_is_gone() {
         assert!(
             gone_within(child, Duration::from_secs(5)),
             "the setsid child {child} outlived the timeout"
+        );
+    });
+}
+
+#[test]
+fn what_a_command_leaves_in_the_background_lives_on_until_the_server_stops() {
+    run(async {
+        let mut d = Daytona::start().await;
+        let (status, body) = d
+            .execute(json!({"command": "sleep 300 >/dev/null 2>&1 & echo $!"}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let child: i32 = body["result"].as_str().unwrap().trim().parse().unwrap();
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(
+            is_alive(child),
+            "the background server {child} did not live on"
+        );
+        d.process.stop();
+        assert!(
+            gone_within(child, Duration::from_secs(10)),
+            "the background {child} outlived the server"
         );
     });
 }

@@ -13,8 +13,9 @@
 //! - `POST /files/folder?path=&mode=`, `POST /files/move?source=&destination=`,
 //!   `DELETE /files?path=&recursive=`, `POST /files/permissions?path=&mode=`.
 //!
-//! A path is Daytona's: absolute beneath `--root`, or relative to it; an
-//! absolute path elsewhere is 403, like a link leading out.
+//! A path is Daytona's: absolute beneath `--root` (or one of the policy's
+//! writable roots), or relative to the root; an absolute path elsewhere is
+//! 403, like a link leading out.
 
 use std::collections::BTreeMap;
 
@@ -44,21 +45,22 @@ const BOUNDARY: &str = "agent-reach-daytona-bulk-download";
 const DOWNLOAD_QUEUE: usize = 8;
 
 /// The broker's word on `op` over the Daytona path `path`: the workspace
-/// and the path relative to the root.
+/// it lies in (the root, or one of the policy's writable roots for an
+/// absolute path there) and the path relative to that workspace.
 pub(crate) fn permit(
     state: &DaytonaState,
     caller: &Caller,
     op: FileOp,
     path: &str,
 ) -> Result<(Workspace, String), ApiError> {
-    let rel = crate::doors::envd::paths::in_root(state.broker.root(), path)
-        .map_err(|e| ApiError::forbidden(e.to_string()))?;
-    let rel = tidy(&rel);
     let files = state
         .broker
-        .files(caller, op, &[&rel])
+        .files(caller, op, &[path])
         .map_err(|r| ApiError::forbidden(r.message))?;
-    Ok((files.workspace().clone(), rel))
+    let placed = files
+        .place(path)
+        .map_err(|e| ApiError::forbidden(e.to_string()))?;
+    Ok((placed.workspace, tidy(&placed.rel)))
 }
 
 /// `rel` without its empty and `.` parts (`./a//b` is `a/b`, `.` the
@@ -167,7 +169,7 @@ pub(crate) async fn list(
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let path = query.path.unwrap_or_default();
     let (ws, rel) = permit(&state, &caller, FileOp::List, &path)?;
-    let root = state.broker.root().to_path_buf();
+    let root = ws.root().to_path_buf();
     let infos = blocking(move || {
         let entries = ws.list(&ws.resolve(&rel)?)?;
         let mut out = Vec::with_capacity(entries.len());
@@ -201,7 +203,7 @@ pub(crate) async fn info(
 ) -> Result<Json<Value>, ApiError> {
     let path = required(query.path, "path")?;
     let (ws, rel) = permit(&state, &caller, FileOp::List, &path)?;
-    let root = state.broker.root().to_path_buf();
+    let root = ws.root().to_path_buf();
     let info = blocking(move || Ok(file_info(&root, &rel, &stat_followed(&ws, &rel)?))).await?;
     Ok(Json(info))
 }

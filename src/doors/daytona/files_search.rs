@@ -107,7 +107,7 @@ pub(crate) async fn find(
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let (path, pattern) = both(query)?;
     let (ws, rel) = permit(&state, &caller, FileOp::Read, &path)?;
-    let root = state.broker.root().to_path_buf();
+    let root = ws.root().to_path_buf();
     let found = blocking(move || {
         let mut matches = Vec::new();
         for (file, kind) in walk(&ws, &rel)? {
@@ -179,7 +179,7 @@ pub(crate) async fn search(
 ) -> Result<Json<Value>, ApiError> {
     let (path, pattern) = both(query)?;
     let (ws, rel) = permit(&state, &caller, FileOp::List, &path)?;
-    let root = state.broker.root().to_path_buf();
+    let root = ws.root().to_path_buf();
     let files = blocking(move || {
         Ok(walk(&ws, &rel)?
             .into_iter()

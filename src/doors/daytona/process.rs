@@ -1,6 +1,9 @@
 //! `POST /toolbox/{id}/process/execute` and `process/code-run`: one-shot
-//! commands through the broker's `run` (the operator's policy, the
-//! scheduler, the engine, redaction), answered as Daytona answers them.
+//! commands through the broker (the operator's policy, the scheduler, the
+//! engine, redaction), answered as Daytona answers them. What a command
+//! leaves running in the background (`server > log 2>&1 &`, as Daytona's
+//! docs tell users to start a server) lives on, seated in the session
+//! table under its caller (`Broker::run_leaving_background`).
 //!
 //! - `execute {command, cwd?, envs?, timeout?}` → `{exitCode, result}`:
 //!   `command` is a shell script (`bash`, as Daytona's daemon runs it, or
@@ -42,6 +45,8 @@ const FALLBACK_SHELL: &str = "/bin/sh";
 /// What the merging wrapper runs its argv under: stderr joins stdout, then
 /// the argv replaces the wrapper (`sh -c 'exec 2>&1; exec "$@"' sh ARGV`).
 const MERGE_SCRIPT: &str = "exec 2>&1; exec \"$@\"";
+/// How the session table names what a command left in the background.
+const BACKGROUND_WHAT: &str = "daytona process/execute background";
 /// The exit code of a command killed by a signal, as Go's `ExitCode()`.
 const SIGNALLED_EXIT: i32 = -1;
 
@@ -170,7 +175,10 @@ pub(crate) async fn execute(
         OsString::from(body.command),
     ];
     let request = one_shot(argv, workdir, env, body.timeout);
-    let result = state.broker.run(&caller, request).await;
+    let result = state
+        .broker
+        .run_leaving_background(&caller, request, BACKGROUND_WHAT)
+        .await;
     let (exit_code, output) = answer(&result)?;
     Ok(Json(json!({"exitCode": exit_code, "result": output})))
 }
@@ -199,7 +207,10 @@ pub(crate) async fn code_run(
     );
     let env = env_of(body.envs)?;
     let request = one_shot(argv, None, env, body.timeout);
-    let result = state.broker.run(&caller, request).await;
+    let result = state
+        .broker
+        .run_leaving_background(&caller, request, BACKGROUND_WHAT)
+        .await;
     let (exit_code, output) = answer(&result)?;
     Ok(Json(json!({
         "exitCode": exit_code,
