@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 
 use super::process::{env_of, shell, workdir};
 use super::{ApiError, DaytonaState};
-use crate::broker::{BrokerError, Live};
+use crate::broker::Live;
 use crate::exec::{Attach, TapReceiver};
 use crate::gate::Caller;
 use crate::plan::Request;
@@ -163,7 +163,7 @@ struct Spec {
 }
 
 /// Starts the PTY `spec` for `caller` and its owner task.
-fn start(state: &DaytonaState, caller: &Caller, spec: Spec) -> Result<Arc<Pty>, ApiError> {
+async fn start(state: &DaytonaState, caller: &Caller, spec: Spec) -> Result<Arc<Pty>, ApiError> {
     if spec.id.is_empty() {
         return Err(ApiError::bad_request("id is required"));
     }
@@ -204,21 +204,14 @@ fn start(state: &DaytonaState, caller: &Caller, spec: Spec) -> Result<Arc<Pty>, 
     };
     let live = state
         .broker
-        .start(
+        .start_counted(
             caller,
             &request,
             &format!("daytona pty {}", spec.id),
             Some(attach),
         )
-        .map_err(|e| match e {
-            BrokerError::Refused(r) => ApiError::forbidden(r.message),
-            BrokerError::Full(full) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, full.to_string())
-            }
-            BrokerError::Start(e) => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-            }
-        })?;
+        .await
+        .map_err(|e| super::sessions::broker_error(&e))?;
     let pty = Arc::new(Pty {
         id: spec.id.clone(),
         caller: caller.clone(),
@@ -338,7 +331,7 @@ pub(crate) async fn create_connect(
         cwd: query.cwd,
         envs: envs_of(&headers)?,
     };
-    let pty = start(&state, &caller, spec)?;
+    let pty = start(&state, &caller, spec).await?;
     Ok(upgrade
         .protocols([EXIT_CONTROL_PROTOCOL])
         .on_upgrade(move |socket| connection(socket, pty)))
@@ -382,7 +375,7 @@ pub(crate) async fn create(
         cwd: body.cwd,
         envs: body.envs.unwrap_or_default(),
     };
-    let pty = start(&state, &caller, spec)?;
+    let pty = start(&state, &caller, spec).await?;
     Ok((StatusCode::CREATED, Json(json!({"sessionId": pty.id}))).into_response())
 }
 

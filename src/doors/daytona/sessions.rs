@@ -252,11 +252,12 @@ pub(crate) struct CreateRequest {
     session_id: String,
 }
 
-fn broker_error(err: &BrokerError) -> ApiError {
+pub(crate) fn broker_error(err: &BrokerError) -> ApiError {
     match err {
         BrokerError::Refused(r) => ApiError::forbidden(r.message.clone()),
         BrokerError::Full(full) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, full.to_string()),
         BrokerError::Start(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        BrokerError::Busy(busy) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, busy.to_string()),
     }
 }
 
@@ -297,12 +298,13 @@ pub(crate) async fn create(
     };
     let live = state
         .broker
-        .start(
+        .start_counted(
             &caller,
             &request,
             &format!("daytona session {name}"),
             Some(attach),
         )
+        .await
         .map_err(|e| broker_error(&e))?;
     let session = Arc::new(Session {
         name: name.clone(),
