@@ -281,10 +281,6 @@ impl Broker {
     /// (`server > log 2>&1 &`) lives on, seated in the session table under
     /// `caller` (`what` names it there) until it is all gone, killed, or the
     /// server stops. A timeout still kills the whole tree.
-    #[expect(
-        dead_code,
-        reason = "the daytona door's process/execute is its first user"
-    )]
     pub(crate) async fn run_leaving_background(
         &self,
         caller: &Caller,

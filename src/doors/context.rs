@@ -32,6 +32,8 @@ pub(crate) struct DoorContext {
     /// The connection bounds of every listener (`--max-connections`, the
     /// header and idle timeouts).
     pub(crate) limits: crate::gate::Limits,
+    /// The sandbox id the `daytona` listener answers to (`--sandbox-id`).
+    pub(crate) sandbox_id: String,
     /// Cancelled once, when the server stops (signal): every listener stops
     /// accepting and its sessions are killed.
     pub(crate) shutdown: CancellationToken,

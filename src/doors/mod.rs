@@ -11,6 +11,7 @@ mod context;
 pub(crate) use context::{DoorContext, serve_door};
 
 pub(crate) mod codex_exec;
+pub(crate) mod daytona;
 pub(crate) mod envd;
 pub(crate) mod mcp;
 pub(crate) mod mcp_http;

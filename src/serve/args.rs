@@ -32,7 +32,7 @@ pub(crate) struct ServeArgs {
     pub(crate) registry: RegistryArgs,
     /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
     /// instead of MCP on stdio; repeatable. PROTOCOL: mcp, sandboxd-grpc,
-    /// sandboxd-rest, python-runtime, swerex, envd, codex-exec.
+    /// sandboxd-rest, python-runtime, swerex, envd, daytona, codex-exec.
     #[arg(long, value_name = "PROTOCOL=ADDR")]
     pub(crate) listen: Vec<ListenSpec>,
     /// What stdio speaks when no --listen is given: mcp (MCP, the default)
@@ -70,6 +70,10 @@ pub(crate) struct ServeArgs {
     /// past it a new connection waits until one closes.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_connections: u32,
+    /// The sandbox id the `daytona` listener answers to (`GET
+    /// /api/sandbox/ID`, `/toolbox/ID/...`); other ids are 404.
+    #[arg(long, value_name = "ID", default_value = crate::doors::daytona::DEFAULT_SANDBOX_ID, value_parser = parse_sandbox_id)]
+    pub(crate) sandbox_id: String,
     /// Write the JSON log lines to this file (appended) instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub(crate) log_file: Option<PathBuf>,
@@ -83,4 +87,15 @@ pub(crate) struct ServeArgs {
     /// loopback address (e.g. 127.0.0.1:9464); other addresses are refused.
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_addr: Option<SocketAddr>,
+}
+
+/// `--sandbox-id`: one URL path segment (letters, digits, `-`, `_`, `.`).
+fn parse_sandbox_id(value: &str) -> Result<String, String> {
+    if crate::doors::daytona::valid_sandbox_id(value) {
+        Ok(value.to_owned())
+    } else {
+        Err(format!(
+            "{value:?} is not a sandbox id: use letters, digits, '-', '_' and '.'"
+        ))
+    }
 }

@@ -203,6 +203,7 @@ async fn serve(
             max_sessions_per_client: args.max_sessions_per_client,
             max_clients: args.max_clients,
             limits,
+            sandbox_id: args.sandbox_id.clone(),
             shutdown: tokio_util::sync::CancellationToken::new(),
         };
         let shutdown = shared.shutdown.clone();

@@ -2,7 +2,7 @@
 //! making a directory, moving an entry, and what one entry is (kind, size,
 //! mode, owner, link target). Like every operation here each resolves its
 //! [`Target`] beneath the root once, by the kernel, and works on the
-//! handle (`mkdirat`, `renameat`, `fstatat`, `readlinkat`). The envd door
+//! handle (`mkdirat`, `renameat`, `fstatat`, `readlinkat`, `fchmod`). The envd door
 //! asks for them through the broker (`MakeDir`, `Move`, `Stat`).
 
 use std::os::fd::OwnedFd;
@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, readlinkat, renameat};
-use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
 
 use super::fs::{NEW_DIR_MODE, modified_of};
 use super::{Target, Workspace, WorkspaceError};
@@ -108,6 +108,17 @@ impl Workspace {
             }
             Err(e) => Err(errno(e)),
         }
+    }
+
+    /// Sets the permission bits of `target` (what it names, a final link
+    /// followed beneath the root) to `mode`.
+    pub(crate) fn set_mode(&self, target: &Target, mode: u32) -> Result<(), WorkspaceError> {
+        let fd = self.open_target(
+            target,
+            OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        )?;
+        fchmod(&fd, Mode::from_bits_truncate(mode & 0o7777))
+            .map_err(|e| WorkspaceError::from_errno(&target.shown, e))
     }
 
     /// Moves the entry `from` (a link moved, not followed) to `to`, making

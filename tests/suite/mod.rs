@@ -5,6 +5,8 @@ mod apply_patch;
 pub(crate) mod codex_exec;
 #[cfg(target_os = "linux")]
 mod confinement;
+#[cfg(target_os = "linux")]
+mod daytona;
 mod dispatch;
 mod distribution;
 mod docs;

@@ -21,19 +21,22 @@ pub(crate) enum Protocol {
     Swerex,
     /// E2B's in-sandbox daemon (envd): Connect-RPC process and filesystem.
     Envd,
+    /// Daytona's toolbox API and the control-plane routes its SDK reads.
+    Daytona,
     /// Codex's exec-server: JSON-RPC over WebSocket at `/`.
     CodexExec,
 }
 
 impl Protocol {
     /// Every protocol, in the contract's order.
-    pub(crate) const ALL: [Protocol; 7] = [
+    pub(crate) const ALL: [Protocol; 8] = [
         Protocol::Mcp,
         Protocol::SandboxdGrpc,
         Protocol::SandboxdRest,
         Protocol::PythonRuntime,
         Protocol::Swerex,
         Protocol::Envd,
+        Protocol::Daytona,
         Protocol::CodexExec,
     ];
 
@@ -46,6 +49,7 @@ impl Protocol {
             Protocol::PythonRuntime => "python-runtime",
             Protocol::Swerex => "swerex",
             Protocol::Envd => "envd",
+            Protocol::Daytona => "daytona",
             Protocol::CodexExec => "codex-exec",
         }
     }

@@ -122,5 +122,6 @@ async fn serve_one(
         Protocol::Swerex => crate::doors::swerex::serve(listener, shared).await,
         Protocol::Envd => crate::doors::envd::serve(listener, shared).await,
         Protocol::CodexExec => crate::doors::codex_exec::serve(listener, shared).await,
+        Protocol::Daytona => crate::doors::daytona::serve(listener, shared).await,
     }
 }

@@ -557,3 +557,142 @@ impl super::Wire for Swerex {
         })
     }
 }
+
+// ---- Daytona's toolbox -------------------------------------------------
+
+/// `daytona`: `process/execute`, sessions (a shell whose commands may run
+/// async), `files/bulk-upload` and `files/download`, as Daytona's SDK
+/// calls them.
+pub(crate) struct Daytona;
+
+/// The toolbox of the one sandbox: `path` under it.
+fn toolbox(at: &Server, path: &str) -> String {
+    at.url("daytona", &format!("/toolbox/agent-reach{path}"))
+}
+
+/// The variable the daytona row's commands carry, to find what they left.
+const RUN_TAG: &str = "MATRIX_DAYTONA_RUN";
+
+/// SIGKILLs every process whose environment holds `entry` (`NAME=VALUE`).
+fn kill_tagged(entry: &str) {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for proc in dir.flatten() {
+        let Ok(pid) = proc.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(proc.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|e| e == entry.as_bytes()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// `process/execute` of `cmd`, as the SDK sends it.
+fn daytona_execute(at: &Server, cmd: &Cmd) -> Outcome {
+    let mut body = json!({"command": cmd.line, "timeout": cmd.timeout_s});
+    if let Some(cwd) = &cmd.cwd {
+        body["cwd"] = json!(cwd);
+    }
+    if !cmd.env.is_empty() {
+        body["envs"] = json!(
+            cmd.env
+                .iter()
+                .cloned()
+                .collect::<std::collections::BTreeMap<_, _>>()
+        );
+    }
+    send(
+        HTTP.post(toolbox(at, "/process/execute")).json(&body),
+        |b| {
+            let answer: Value = serde_json::from_str(&b).unwrap_or(Value::Null);
+            match answer["exitCode"].as_i64() {
+                Some(exit) => Outcome::Done {
+                    output: answer["result"].as_str().unwrap_or("").to_owned(),
+                    exit: exit as i32,
+                },
+                None => Outcome::Unexpected(format!("no exitCode in {b}")),
+            }
+        },
+    )
+}
+
+struct DaytonaSession {
+    name: String,
+}
+
+impl Session for DaytonaSession {
+    fn close(self: Box<Self>, at: &Server) {
+        let url = toolbox(at, &format!("/process/session/{}", self.name));
+        let _ = send(HTTP.delete(url), wrote);
+    }
+}
+
+impl super::Wire for Daytona {
+    fn protocol(&self) -> &'static str {
+        "daytona"
+    }
+
+    /// What a command leaves in the background lives on (Daytona's way,
+    /// see the contract). A Daytona program ends it with `kill` in another
+    /// `process.exec`, which here runs in a sandbox of its own (its own
+    /// PID namespace) that cannot see it; so the caller here ends what the
+    /// command left from outside, by a variable it and its children carry,
+    /// as the operator would, and the columns see what the door started.
+    fn run(&self, at: &Server, cmd: &Cmd) -> Outcome {
+        let tag = unique("daytona-run");
+        let mut tagged = cmd.clone();
+        tagged.env.push((RUN_TAG.to_owned(), tag.clone()));
+        let outcome = daytona_execute(at, &tagged);
+        kill_tagged(&format!("{RUN_TAG}={tag}"));
+        outcome
+    }
+
+    fn open_session(&self, at: &Server, line: &str) -> Result<Box<dyn Session>, Outcome> {
+        let name = unique("matrix");
+        let create = HTTP
+            .post(toolbox(at, "/process/session"))
+            .json(&json!({"sessionId": name}));
+        match send(create, wrote) {
+            Outcome::Done { .. } => {}
+            other => return Err(other),
+        }
+        let session = DaytonaSession { name };
+        let exec = HTTP
+            .post(toolbox(
+                at,
+                &format!("/process/session/{}/exec", session.name),
+            ))
+            .json(&json!({"command": line, "runAsync": true}));
+        match send(exec, wrote) {
+            Outcome::Done { .. } => Ok(Box::new(session)),
+            other => {
+                Box::new(session).close(at);
+                Err(other)
+            }
+        }
+    }
+
+    fn write(&self, at: &Server, path: &str, content: &str) -> Outcome {
+        let part =
+            reqwest::multipart::Part::bytes(content.as_bytes().to_vec()).file_name(path.to_owned());
+        let form = reqwest::multipart::Form::new()
+            .text("files[0].path", path.to_owned())
+            .part("files[0].file", part);
+        send(
+            HTTP.post(toolbox(at, "/files/bulk-upload")).multipart(form),
+            wrote,
+        )
+    }
+
+    fn read(&self, at: &Server, path: &str) -> Outcome {
+        let url = toolbox(at, &format!("/files/download?path={}", encode(path)));
+        send(HTTP.get(url), content)
+    }
+}

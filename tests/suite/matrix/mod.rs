@@ -30,13 +30,14 @@ use super::listeners::listening;
 use crate::common::{ServerProcess, TestEnv, serve_listening};
 
 /// The protocols every server of the matrix listens with.
-const PROTOCOLS: [&str; 7] = [
+const PROTOCOLS: [&str; 8] = [
     "mcp",
     "sandboxd-grpc",
     "sandboxd-rest",
     "python-runtime",
     "swerex",
     "envd",
+    "daytona",
     "codex-exec",
 ];
 /// `--max-sessions` of the sessions server: small, so N+1 is cheap.
@@ -134,6 +135,7 @@ fn rows() -> Vec<Box<dyn Wire>> {
         Box::new(doors::PythonRuntime),
         Box::new(doors::Swerex),
         Box::new(envd::Envd),
+        Box::new(doors::Daytona),
         Box::new(codex_row::CodexExec),
     ]
 }

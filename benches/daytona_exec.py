@@ -1,0 +1,125 @@
+"""`process.exec("true")` through Daytona's published Python SDK against
+agent-reach's `daytona` listener, beside the same command through the
+`python-runtime` listener's `/execute` of the same server (a plain HTTP
+POST) and a bare fork+exec of `true` (posix_spawn and wait), in
+interleaved blocks so a change of machine load hits all three alike;
+per-call medians.
+
+Usage: python benches/daytona_exec.py AGENT_REACH_BIN [--calls 200]
+Run by benches/daytona.sh, which makes the venv.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+from daytona import Daytona, DaytonaConfig
+
+TOKEN = "bench-token"
+BLOCK = 25
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port):
+    end = time.time() + 30
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+def sdk_calls(sandbox, n):
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r = sandbox.process.exec("true")
+        times.append(time.perf_counter() - t)
+        assert r.exit_code == 0, r
+    return times
+
+
+def runtime_calls(conn, n):
+    body = json.dumps({"command": "true"})
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        conn.request("POST", "/execute", body=body, headers=headers)
+        answer = json.loads(conn.getresponse().read())
+        times.append(time.perf_counter() - t)
+        assert answer["exit_code"] == 0, answer
+    return times
+
+
+def fork_exec_calls(n):
+    true = shutil.which("true")
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        pid = os.posix_spawn(true, [true], os.environ)
+        os.waitpid(pid, 0)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def main(args):
+    work = tempfile.mkdtemp(prefix="ar-daytona-bench-")
+    token_file = os.path.join(work, "token")
+    with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write(TOKEN + "\n")
+    root = os.path.join(work, "root")
+    os.mkdir(root)
+    daytona_port, runtime_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [args.bin, "serve", "--root", root, "--token-file", token_file,
+         "--listen", f"daytona=127.0.0.1:{daytona_port}",
+         "--listen", f"python-runtime=127.0.0.1:{runtime_port}",
+         "--log-file", os.path.join(work, "serve.log")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(daytona_port)
+        wait_for(runtime_port)
+        sandbox = Daytona(DaytonaConfig(api_key=TOKEN, api_url=f"http://127.0.0.1:{daytona_port}/api")).get("agent-reach")
+        conn = http.client.HTTPConnection("127.0.0.1", runtime_port)
+        sdk_calls(sandbox, 5)
+        runtime_calls(conn, 5)
+        samples = {"daytona SDK process.exec": [], "python-runtime /execute": [], "bare fork+exec": []}
+        done = 0
+        while done < args.calls:
+            n = min(BLOCK, args.calls - done)
+            samples["daytona SDK process.exec"] += sdk_calls(sandbox, n)
+            samples["python-runtime /execute"] += runtime_calls(conn, n)
+            samples["bare fork+exec"] += fork_exec_calls(n)
+            done += n
+        for name, times in samples.items():
+            print(f"{name} ('true') x{args.calls}: median {statistics.median(times) * 1000:.2f} ms")
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bin")
+    parser.add_argument("--calls", type=int, default=200)
+    main(parser.parse_args())
