@@ -23,6 +23,7 @@ pub(crate) mod beneath;
 pub(crate) mod fs;
 pub(crate) mod manage;
 pub(crate) mod upload;
+pub(crate) mod watch;
 
 pub(crate) mod locate;
 

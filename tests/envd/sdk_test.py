@@ -2,7 +2,8 @@
 `agent-reach serve --listen envd=ADDR` in its local mode
 (`Sandbox.create(debug=True)`, `sandbox_url=`): commands with their output,
 exit codes and exceptions, a background command killed with its whole tree,
-the timeout, and the files API, including a path outside the root refused.
+the timeout, the files API, including a path outside the root refused, and
+directory watching (polled and streamed).
 
 Usage: sdk_test.py URL ROOT [TOKEN]. Without TOKEN the server has none
 (loopback, as the SDK's debug mode expects) and the sandbox is made with
@@ -176,6 +177,84 @@ try:
     check("a write outside the root is refused", False, "wrote it")
 except SandboxException:
     check("a write outside the root is refused", not os.path.exists("/tmp/agent-reach-envd-escape.txt"))
+
+# Watching a directory: the polled watcher (Sandbox.files.watch_dir) and
+# the stream (AsyncSandbox.files.watch_dir with on_event), recursive.
+from e2b import AsyncSandbox, FilesystemEventType
+
+
+def names_of(events, kind):
+    return [e.name for e in events if e.type == kind]
+
+
+watched = os.path.join(ROOT, "watched")
+sbx.files.make_dir(os.path.join(watched, "sub"))
+handle = sbx.files.watch_dir(watched, recursive=True)
+sbx.files.write(os.path.join(watched, "new.txt"), "one")
+sbx.files.write(os.path.join(watched, "sub", "deep.txt"), "two")
+sbx.commands.run(f"echo more >> {watched}/new.txt; rm {watched}/new.txt")
+events = []
+deadline = time.time() + 5
+while time.time() < deadline and "new.txt" not in names_of(events, FilesystemEventType.REMOVE):
+    events += handle.get_new_events()
+    time.sleep(0.1)
+handle.stop()
+check("watch_dir sees a file made", "new.txt" in names_of(events, FilesystemEventType.CREATE), events)
+check("watch_dir sees a file written", "new.txt" in names_of(events, FilesystemEventType.WRITE), events)
+check("watch_dir sees a file removed", "new.txt" in names_of(events, FilesystemEventType.REMOVE), events)
+check(
+    "a recursive watch names a nested file relative to the watched directory",
+    "sub/deep.txt" in names_of(events, FilesystemEventType.CREATE),
+    events,
+)
+try:
+    sbx.files.watch_dir(os.path.join(ROOT, "no-such-dir"))
+    check("watching a missing directory is refused", False, "watched")
+except SandboxException as e:
+    check("watching a missing directory is refused", "does not exist" in str(e), str(e))
+try:
+    sbx.files.watch_dir("/etc")
+    check("watching outside the root is refused", False, "watched")
+except SandboxException as e:
+    check("watching outside the root is refused", "outside" in str(e), str(e))
+
+
+async def watch_stream():
+    if TOKEN:
+        config = dict(
+            sandbox_id="debug_sandbox_id",
+            sandbox_domain=None,
+            envd_version=Version("99.99.99"),
+            envd_access_token=TOKEN,
+            connection_config=ConnectionConfig(
+                debug=True, sandbox_url=URL, extra_sandbox_headers={"X-Access-Token": TOKEN}
+            ),
+        )
+        asbx = AsyncSandbox(**config)
+    else:
+        asbx = await AsyncSandbox.create(debug=True, sandbox_url=URL)
+    seen = []
+    stream = await asbx.files.watch_dir(watched, on_event=seen.append, recursive=True)
+    await asbx.files.write(os.path.join(watched, "streamed.txt"), "x")
+    await asbx.files.write(os.path.join(watched, "sub", "nested.txt"), "y")
+    await asbx.files.remove(os.path.join(watched, "streamed.txt"))
+    end = time.time() + 5
+    while time.time() < end and "streamed.txt" not in names_of(seen, FilesystemEventType.REMOVE):
+        await asyncio.sleep(0.05)
+    await stream.stop()
+    return seen
+
+
+import asyncio
+
+seen = asyncio.run(watch_stream())
+check("a watch stream sees a file made", "streamed.txt" in names_of(seen, FilesystemEventType.CREATE), seen)
+check("a watch stream sees a file removed", "streamed.txt" in names_of(seen, FilesystemEventType.REMOVE), seen)
+check(
+    "a recursive watch stream sees a nested file",
+    "sub/nested.txt" in names_of(seen, FilesystemEventType.CREATE),
+    seen,
+)
 
 # Without the token.
 if TOKEN:

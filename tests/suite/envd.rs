@@ -3,7 +3,9 @@
 //! tests/envd/run.sh): the health check without a token and everything
 //! else refused without it, a `Start` stream's events, the binary codec,
 //! the timeout killing the tree as `deadline_exceeded`, the files routes
-//! and RPCs, a path outside the root refused, an unknown process not found.
+//! and RPCs, a path outside the root refused, an unknown process not found;
+//! directory watchers, streamed (`WatchDir`) and polled, the ones outside
+//! the root refused and the number a caller holds bounded.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -540,6 +542,234 @@ fn a_live_process_holds_a_slot_of_the_scheduler_while_it_runs() {
         assert!(
             waited >= Duration::from_millis(1000),
             "the second process started at once ({waited:?}) while the first held the only slot"
+        );
+    });
+}
+
+/// The `FilesystemEvent`s among a watch stream's `frames`, as `(type, name)`.
+fn watch_events(frames: &[(u8, Vec<u8>)]) -> Vec<(String, String)> {
+    frames
+        .iter()
+        .filter(|(flags, _)| *flags == 0)
+        .map(|(_, m)| serde_json::from_slice::<Value>(m).unwrap())
+        .filter_map(|m| {
+            let event = &m["filesystem"];
+            Some((
+                event["type"].as_str()?.to_owned(),
+                event["name"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+fn event(kind: &str, name: &str) -> (String, String) {
+    (format!("EVENT_TYPE_{kind}"), name.to_owned())
+}
+
+#[test]
+fn a_watch_stream_tells_what_happens_beneath_the_directory_named_relative_to_it() {
+    run(async {
+        let envd = Envd::start().await;
+        std::fs::create_dir_all(envd.path("w/sub")).unwrap();
+        let request = json!({"path": envd.path("w"), "recursive": true});
+        let mut watch = envd
+            .http
+            .post(envd.url("/filesystem.Filesystem/WatchDir"))
+            .header("x-access-token", TOKEN)
+            .header("content-type", "application/connect+json")
+            .header("connect-timeout-ms", "4000")
+            .body(envelope(0, request.to_string().as_bytes()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(watch.status(), StatusCode::OK);
+        let mut seen = Vec::new();
+        while frames(&seen).is_empty() {
+            seen.extend_from_slice(&watch.chunk().await.unwrap().unwrap());
+        }
+        let first: Value = serde_json::from_slice(&frames(&seen)[0].1).unwrap();
+        assert_eq!(first, json!({"start": {}}), "the watch starts first");
+        std::fs::write(envd.path("w/a.txt"), "one").unwrap();
+        std::fs::write(envd.path("w/sub/b.txt"), "two").unwrap();
+        std::fs::remove_file(envd.path("w/a.txt")).unwrap();
+        std::fs::write(envd.path("outside-the-watch.txt"), "x").unwrap();
+        while let Some(chunk) = watch.chunk().await.unwrap() {
+            seen.extend_from_slice(&chunk);
+        }
+        let all = frames(&seen);
+        let events = watch_events(&all);
+        for want in [
+            event("CREATE", "a.txt"),
+            event("WRITE", "a.txt"),
+            event("CREATE", "sub/b.txt"),
+            event("REMOVE", "a.txt"),
+        ] {
+            assert!(events.contains(&want), "{want:?} not in {events:?}");
+        }
+        assert!(
+            !events.iter().any(|(_, name)| name.contains("outside")),
+            "{events:?}"
+        );
+        let (flags, end) = all.last().unwrap();
+        assert_eq!(*flags, 2);
+        let end: Value = serde_json::from_slice(end).unwrap();
+        assert_eq!(end["error"]["code"], "deadline_exceeded", "{end}");
+    });
+}
+
+#[test]
+fn a_polled_watcher_collects_events_between_polls_until_it_is_removed() {
+    run(async {
+        let envd = Envd::start().await;
+        std::fs::create_dir_all(envd.path("polled/sub")).unwrap();
+        let (status, created) = envd
+            .unary(
+                "filesystem.Filesystem/CreateWatcher",
+                json!({"path": envd.path("polled"), "includeEntry": true}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{created}");
+        let id = created["watcherId"].as_str().unwrap().to_owned();
+        std::fs::write(envd.path("polled/f.txt"), "hello").unwrap();
+        std::fs::write(envd.path("polled/sub/not-recursive.txt"), "x").unwrap();
+        let mut events: Vec<Value> = Vec::new();
+        let seen = |events: &[Value], kind: &str| {
+            events
+                .iter()
+                .any(|e| e["type"] == kind && e["name"] == "f.txt")
+        };
+        // The entry of a creation is the file as the watcher finds it: it
+        // stays until the creation was seen, then goes.
+        let mut removed_file = false;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !seen(&events, "EVENT_TYPE_REMOVE") {
+            assert!(Instant::now() < deadline, "no removal among {events:?}");
+            if !removed_file && seen(&events, "EVENT_TYPE_CREATE") {
+                std::fs::remove_file(envd.path("polled/f.txt")).unwrap();
+                removed_file = true;
+            }
+            let (status, got) = envd
+                .unary(
+                    "filesystem.Filesystem/GetWatcherEvents",
+                    json!({"watcherId": id}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::OK, "{got}");
+            events.extend(got["events"].as_array().cloned().unwrap_or_default());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let create = events
+            .iter()
+            .find(|e| e["type"] == "EVENT_TYPE_CREATE" && e["name"] == "f.txt")
+            .unwrap_or_else(|| panic!("no creation among {events:?}"));
+        assert_eq!(
+            create["entry"]["path"],
+            envd.path("polled/f.txt").to_str().unwrap(),
+            "include_entry gives the entry: {create}"
+        );
+        assert!(
+            !events.iter().any(|e| e["name"] == "sub/not-recursive.txt"),
+            "a plain watcher saw beneath its directory: {events:?}"
+        );
+        let (status, body) = envd
+            .unary(
+                "filesystem.Filesystem/RemoveWatcher",
+                json!({"watcherId": id}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, body) = envd
+            .unary(
+                "filesystem.Filesystem/GetWatcherEvents",
+                json!({"watcherId": id}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        assert_eq!(body["code"], "not_found");
+    });
+}
+
+#[test]
+fn a_watch_outside_the_root_on_a_missing_directory_or_on_a_file_is_refused() {
+    run(async {
+        let envd = Envd::start().await;
+        std::fs::write(envd.path("plain.txt"), "x").unwrap();
+        for (path, status, code) in [
+            (
+                "/etc".to_owned(),
+                StatusCode::FORBIDDEN,
+                "permission_denied",
+            ),
+            (
+                envd.path("../").to_string_lossy().into_owned(),
+                StatusCode::FORBIDDEN,
+                "permission_denied",
+            ),
+            (
+                envd.path("missing").to_string_lossy().into_owned(),
+                StatusCode::NOT_FOUND,
+                "not_found",
+            ),
+            (
+                envd.path("plain.txt").to_string_lossy().into_owned(),
+                StatusCode::BAD_REQUEST,
+                "invalid_argument",
+            ),
+        ] {
+            let (got, body) = envd
+                .unary("filesystem.Filesystem/CreateWatcher", json!({"path": path}))
+                .await;
+            assert_eq!(
+                (got, body["code"].as_str()),
+                (status, Some(code)),
+                "{path}: {body}"
+            );
+        }
+        let (messages, end) = envd
+            .stream(
+                "filesystem.Filesystem/WatchDir",
+                json!({"path": "/etc"}),
+                None,
+            )
+            .await;
+        assert!(messages.is_empty(), "{messages:?}");
+        assert_eq!(end["error"]["code"], "permission_denied", "{end}");
+    });
+}
+
+#[test]
+fn a_caller_holds_a_bounded_number_of_watchers() {
+    run(async {
+        let envd = Envd::start().await;
+        let dir = envd.path("");
+        let mut ids = Vec::new();
+        loop {
+            let (status, body) = envd
+                .unary("filesystem.Filesystem/CreateWatcher", json!({"path": dir}))
+                .await;
+            if status != StatusCode::OK {
+                assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+                assert_eq!(body["code"], "resource_exhausted");
+                break;
+            }
+            ids.push(body["watcherId"].as_str().unwrap().to_owned());
+            assert!(ids.len() <= 1000, "no cap on watchers");
+        }
+        assert!(!ids.is_empty());
+        let (status, _) = envd
+            .unary(
+                "filesystem.Filesystem/RemoveWatcher",
+                json!({"watcherId": ids[0]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, body) = envd
+            .unary("filesystem.Filesystem/CreateWatcher", json!({"path": dir}))
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "a removed watcher frees its seat: {body}"
         );
     });
 }

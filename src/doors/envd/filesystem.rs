@@ -2,8 +2,8 @@
 //! `Move` and `Remove`, each planned by the broker like a command (a write
 //! where the policy is read-only is refused) and done in the workspace,
 //! beneath the root. Paths are E2B's absolute paths under `--root`
-//! ([`super::paths`]). `WatchDir` and the polled watchers are not served
-//! (`unimplemented`).
+//! ([`super::paths`]). `WatchDir` and the polled watchers are in
+//! [`super::watch`].
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -193,18 +193,6 @@ pub(crate) async fn remove(
     .await
 }
 
-/// The RPCs this door does not serve: `unimplemented`, saying which.
-pub(crate) async fn watch_unimplemented(headers: HeaderMap) -> Response {
-    let err = ConnectError::new(
-        Code::Unimplemented,
-        "directory watching (WatchDir, CreateWatcher, GetWatcherEvents, RemoveWatcher) is not implemented by agent-reach's envd",
-    );
-    match super::connect::codec_of(&headers, true) {
-        Some(codec) => super::connect::stream_error(codec, &err),
-        None => super::connect::unary_error(&err),
-    }
-}
-
 /// The broker's word on `op` over the E2B path `path`: the workspace it
 /// lies in (the root or a writable root of the policy) and the path
 /// relative to that workspace.
@@ -262,7 +250,7 @@ fn walk(
 }
 
 /// E2B's `EntryInfo` of the entry at `rel`.
-fn entry_info(root: &std::path::Path, rel: &str, stat: &EntryStat) -> EntryInfo {
+pub(crate) fn entry_info(root: &std::path::Path, rel: &str, stat: &EntryStat) -> EntryInfo {
     let shown = super::paths::shown(root, rel);
     let name = std::path::Path::new(&shown)
         .file_name()

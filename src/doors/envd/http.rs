@@ -171,13 +171,24 @@ pub(crate) async fn post_file(
                 "a raw upload needs the path parameter",
             )
         })?;
-        let (ws, rel) = permit(&state, &caller, FileOp::Upload, &path)?;
-        let shown = rel.clone();
-        let target = blocking({
-            let ws = ws.clone();
-            move || ws.resolve(&shown)
-        })
-        .await?;
+        let permitted = async {
+            let (ws, rel) = permit(&state, &caller, FileOp::Upload, &path)?;
+            let shown = rel.clone();
+            let target = blocking({
+                let ws = ws.clone();
+                move || ws.resolve(&shown)
+            })
+            .await?;
+            Ok::<_, HttpError>((ws, rel, target))
+        }
+        .await;
+        let (ws, rel, target) = match permitted {
+            Ok(p) => p,
+            Err(e) => {
+                drain(request.into_body()).await;
+                return Err(e);
+            }
+        };
         let body = request.into_body().into_data_stream();
         write_stream(&ws, target, UPLOAD_MODE, MAX_BODY_BYTES, body).await?;
         return Ok(Json(vec![written(ws.root(), &rel)]));
@@ -191,6 +202,48 @@ pub(crate) async fn post_file(
             )
         })?;
     let mut out = Vec::new();
+    let result = upload_parts(&state, &caller, &query, &mut multipart, &mut out).await;
+    if let Err(e) = result {
+        // The rest of the body is read before the refusal, so the client
+        // sees it rather than a connection closed under its upload.
+        let _ = tokio::time::timeout(DRAIN_WAIT, async {
+            while let Ok(Some(_)) = multipart.next_field().await {}
+        })
+        .await;
+        return Err(e);
+    }
+    if out.is_empty() {
+        return Err(HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "the multipart body has no \"file\" part",
+        ));
+    }
+    Ok(Json(out))
+}
+
+/// How long a refused upload's body is read before the refusal is sent.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads (and drops) what remains of a refused request's body, for at most
+/// [`DRAIN_WAIT`]: a client still writing its upload then reads the
+/// refusal instead of a connection closed under it.
+async fn drain(body: Body) {
+    use tokio_stream::StreamExt as _;
+    let mut stream = body.into_data_stream();
+    let _ = tokio::time::timeout(DRAIN_WAIT, async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+}
+
+/// Writes each `file` part of `multipart` to its path, naming them in `out`.
+async fn upload_parts(
+    state: &EnvdState,
+    caller: &Caller,
+    query: &FileQuery,
+    multipart: &mut Multipart,
+    out: &mut Vec<serde_json::Value>,
+) -> Result<(), HttpError> {
     loop {
         let field = multipart.next_field().await.map_err(|e| {
             HttpError::new(
@@ -212,7 +265,7 @@ pub(crate) async fn post_file(
                 ));
             }
         };
-        let (ws, rel) = permit(&state, &caller, FileOp::Upload, &path)?;
+        let (ws, rel) = permit(state, caller, FileOp::Upload, &path)?;
         let shown = rel.clone();
         let target = blocking({
             let ws = ws.clone();
@@ -222,13 +275,7 @@ pub(crate) async fn post_file(
         write_stream(&ws, target, UPLOAD_MODE, MAX_BODY_BYTES, field).await?;
         out.push(written(ws.root(), &rel));
     }
-    if out.is_empty() {
-        return Err(HttpError::new(
-            StatusCode::BAD_REQUEST,
-            "the multipart body has no \"file\" part",
-        ));
-    }
-    Ok(Json(out))
+    Ok(())
 }
 
 /// The body of `POST /init` this door reads (the rest is E2B's

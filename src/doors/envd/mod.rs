@@ -11,8 +11,9 @@
 //! `/health` needs the token in `X-Access-Token` (when the server has
 //! one). E2B's `user` (`root`, `user`: the `Authorization: Basic` header,
 //! the `username` parameter) is accepted; every command runs as the
-//! server's own user, in its sandbox. Not served: `WatchDir` and the
-//! polled watchers (`unimplemented`), file metadata (xattrs), signed URLs.
+//! server's own user, in its sandbox. Directory watchers (`WatchDir`, the
+//! polled ones) are [`watch`]'s. Not served: file metadata (xattrs),
+//! signed URLs.
 
 pub(crate) mod connect;
 pub(crate) mod filesystem;
@@ -21,6 +22,7 @@ pub(crate) mod paths;
 pub(crate) mod process;
 pub(crate) mod procs;
 pub(crate) mod proto;
+pub(crate) mod watch;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -127,6 +129,7 @@ pub(crate) struct EnvdState {
     pub(crate) shutdown: CancellationToken,
     pub(crate) procs: procs::ProcTable,
     pub(crate) init: InitState,
+    pub(crate) watchers: watch::WatchTable,
 }
 
 /// Serves envd on `listener` until `shared.shutdown`; the processes it
@@ -137,13 +140,13 @@ pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<
         shutdown: shared.shutdown.clone(),
         procs: procs::ProcTable::default(),
         init: InitState::default(),
+        watchers: watch::WatchTable::default(),
     };
     crate::doors::serve_door(listener, &shared, RULES, router(state)).await
 }
 
 /// The routes (the gate lets `/health` through without the token).
 pub(crate) fn router(state: EnvdState) -> Router {
-    let watch = post(filesystem::watch_unimplemented);
     let guarded = Router::new()
         .route("/files", get(http::get_file).post(http::post_file))
         .route("/init", post(http::init))
@@ -162,10 +165,19 @@ pub(crate) fn router(state: EnvdState) -> Router {
         .route("/filesystem.Filesystem/MakeDir", post(filesystem::make_dir))
         .route("/filesystem.Filesystem/Move", post(filesystem::move_entry))
         .route("/filesystem.Filesystem/Remove", post(filesystem::remove))
-        .route("/filesystem.Filesystem/WatchDir", watch.clone())
-        .route("/filesystem.Filesystem/CreateWatcher", watch.clone())
-        .route("/filesystem.Filesystem/GetWatcherEvents", watch.clone())
-        .route("/filesystem.Filesystem/RemoveWatcher", watch);
+        .route("/filesystem.Filesystem/WatchDir", post(watch::watch_dir))
+        .route(
+            "/filesystem.Filesystem/CreateWatcher",
+            post(watch::create_watcher),
+        )
+        .route(
+            "/filesystem.Filesystem/GetWatcherEvents",
+            post(watch::get_watcher_events),
+        )
+        .route(
+            "/filesystem.Filesystem/RemoveWatcher",
+            post(watch::remove_watcher),
+        );
     Router::new()
         .route("/health", get(http::health))
         .merge(guarded)

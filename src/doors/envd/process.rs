@@ -466,7 +466,7 @@ fn deadline_error() -> ConnectError {
 }
 
 /// The one message of a server stream's request body.
-fn one_message<T: prost::Message + Default>(
+pub(crate) fn one_message<T: prost::Message + Default>(
     codec: Codec,
     name: &str,
     body: &[u8],
@@ -563,7 +563,7 @@ fn capped_deadline(state: &EnvdState, asked: Option<Instant>, now: Instant) -> O
 }
 
 /// The keepalive interval the client asks for (`Keepalive-Ping-Interval`, seconds).
-fn keepalive_of(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn keepalive_of(headers: &HeaderMap) -> Option<Duration> {
     let secs: u64 = headers
         .get(KEEPALIVE_HEADER)?
         .to_str()
@@ -574,7 +574,7 @@ fn keepalive_of(headers: &HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(secs).max(MIN_KEEPALIVE))
 }
 
-fn bad_content_type() -> Response {
+pub(crate) fn bad_content_type() -> Response {
     connect::unary_error(&ConnectError::new(
         Code::InvalidArgument,
         "a stream call's body must be application/connect+json or application/connect+proto",
