@@ -39,3 +39,18 @@ pub(crate) const SPAWN_FAILED: &str = "spawn_failed";
 /// The engine found the working directory unusable at start (it vanished
 /// after validation).
 pub(crate) const BAD_WORKDIR: &str = "bad_workdir";
+
+/// The kinds a door answers as "forbidden": the operator's policy or
+/// profile refused, or a person's approval was needed.
+pub(crate) fn is_policy_refusal(kind: &str) -> bool {
+    matches!(
+        kind,
+        RAW_COMMANDS_DISABLED | DENIED_BY_POLICY | DENIED_BY_PROFILE | APPROVAL_REQUIRED
+    )
+}
+
+/// The kinds a door answers as "not found": the working directory or the
+/// program is not there.
+pub(crate) fn is_missing(kind: &str) -> bool {
+    matches!(kind, INVALID_WORKDIR | BAD_WORKDIR | NOT_FOUND)
+}

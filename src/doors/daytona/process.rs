@@ -239,27 +239,12 @@ fn answer(result: &NormalizedResult) -> Result<(i32, String), ApiError> {
             StatusCode::REQUEST_TIMEOUT,
             "command execution timeout; the whole process tree was killed",
         )),
-        Status::Rejected
-            if matches!(
-                kind,
-                Some(
-                    kinds::RAW_COMMANDS_DISABLED
-                        | kinds::DENIED_BY_POLICY
-                        | kinds::DENIED_BY_PROFILE
-                        | kinds::APPROVAL_REQUIRED
-                )
-            ) =>
-        {
+        Status::Rejected if kind.is_some_and(kinds::is_policy_refusal) => {
             Err(ApiError::forbidden(message()))
         }
         Status::Busy => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message())),
         Status::Rejected => Err(ApiError::bad_request(message())),
-        Status::Error
-            if matches!(
-                kind,
-                Some(kinds::BAD_WORKDIR | kinds::INVALID_WORKDIR | kinds::NOT_FOUND)
-            ) =>
-        {
+        Status::Error if kind.is_some_and(kinds::is_missing) => {
             Err(ApiError::bad_request(message()))
         }
         Status::Error => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message())),

@@ -204,23 +204,11 @@ fn execute_answer(result: &NormalizedResult) -> Response {
             }
             Json(answer).into_response()
         }
-        Status::Rejected
-            if matches!(
-                kind,
-                Some(
-                    kinds::RAW_COMMANDS_DISABLED
-                        | kinds::DENIED_BY_POLICY
-                        | kinds::DENIED_BY_PROFILE
-                        | kinds::APPROVAL_REQUIRED
-                )
-            ) =>
-        {
-            (
-                StatusCode::FORBIDDEN,
-                Json(json!({"message": refused_message(), "kind": kind})),
-            )
-                .into_response()
-        }
+        Status::Rejected if kind.is_some_and(kinds::is_policy_refusal) => (
+            StatusCode::FORBIDDEN,
+            Json(json!({"message": refused_message(), "kind": kind})),
+        )
+            .into_response(),
         Status::Busy => {
             let after = result.error.as_ref().and_then(|e| e.retry_after_ms);
             let secs = after.map_or(1, |ms| ms.div_ceil(1000).max(1));

@@ -119,14 +119,10 @@ fn rejection_status(rejection: &Rejection) -> Status {
 pub(crate) fn kind_status(kind: &str, message: &str) -> Status {
     let message = format!("{message} (error kind {kind})");
     match kind {
-        kinds::RAW_COMMANDS_DISABLED
-        | kinds::DENIED_BY_POLICY
-        | kinds::DENIED_BY_PROFILE
-        | kinds::APPROVAL_REQUIRED
-        | kinds::NOT_EXECUTABLE => Status::permission_denied(message),
-        kinds::INVALID_WORKDIR | kinds::BAD_WORKDIR | kinds::NOT_FOUND => {
-            Status::not_found(message)
+        k if kinds::is_policy_refusal(k) || k == kinds::NOT_EXECUTABLE => {
+            Status::permission_denied(message)
         }
+        k if kinds::is_missing(k) => Status::not_found(message),
         kinds::MALFORMED_REQUEST | kinds::INVALID_PARAMS => Status::invalid_argument(message),
         kinds::QUEUE_FULL => Status::resource_exhausted(message),
         kinds::TIMEOUT => Status::deadline_exceeded(message),
