@@ -340,6 +340,19 @@ impl Broker {
         Ok(Files::new(permit, self.inner.workspace.clone(), writable))
     }
 
+    /// A file operation for `caller` on one real path (E2B, Daytona): the
+    /// policy's word on it, then where it lies ([`Files::place`]). Either
+    /// refusal is a message the door answers as "forbidden".
+    pub(crate) fn place(
+        &self,
+        caller: &Caller,
+        op: FileOp,
+        path: &str,
+    ) -> Result<files::Placed, String> {
+        let files = self.files(caller, op, &[path]).map_err(|r| r.message)?;
+        files.place(path).map_err(|e| e.to_string())
+    }
+
     fn plan(&self, caller: &Caller, request: &Request) -> Result<Plan, Rejection> {
         tracing::debug!(caller = %caller, "planned");
         self.inner

@@ -104,6 +104,12 @@ pub(crate) fn sweep_stale(prefix: &str) -> Vec<PathBuf> {
     removed
 }
 
+/// 64 random bits as 16 hex digits: a marker no command prints by chance
+/// (a shell session's prompt or end-of-output marker).
+pub(crate) fn nonce() -> String {
+    format!("{:016x}", random_u64())
+}
+
 /// 64 random bits from the kernel, or from the clock and std's hasher
 /// keys where `/dev/urandom` cannot be read.
 pub(crate) fn random_u64() -> u64 {

@@ -53,13 +53,10 @@ pub(crate) fn permit(
     op: FileOp,
     path: &str,
 ) -> Result<(Workspace, String), ApiError> {
-    let files = state
+    let placed = state
         .broker
-        .files(caller, op, &[path])
-        .map_err(|r| ApiError::forbidden(r.message))?;
-    let placed = files
-        .place(path)
-        .map_err(|e| ApiError::forbidden(e.to_string()))?;
+        .place(caller, op, path)
+        .map_err(ApiError::forbidden)?;
     Ok((placed.workspace, tidy(&placed.rel)))
 }
 

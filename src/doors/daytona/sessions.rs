@@ -31,6 +31,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{ApiError, DaytonaState};
+use crate::broker::scratch::nonce;
 use crate::broker::{BrokerError, Live};
 use crate::exec::state::StreamKind;
 use crate::exec::{Attach, TapReceiver};
@@ -144,18 +145,6 @@ impl SessionTable {
     }
 }
 
-/// A random name-safe nonce for a session's markers.
-fn nonce() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    format!("{:016x}", h.finish())
-}
-
 /// The marker ending a command's output on each stream.
 fn marker(nonce: &str) -> Vec<u8> {
     format!("\x1e__AR_END_{nonce}__").into_bytes()
@@ -208,7 +197,7 @@ impl Splitter {
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 /// Reads the session's output tap and hands it to its running command.

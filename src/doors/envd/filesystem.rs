@@ -202,13 +202,10 @@ pub(crate) fn workspace_for(
     op: FileOp,
     path: &str,
 ) -> Result<(Workspace, String), ConnectError> {
-    let files = state
+    let placed = state
         .broker
-        .files(caller, op, &[path])
-        .map_err(|r| ConnectError::new(Code::PermissionDenied, r.message))?;
-    let placed = files
-        .place(path)
-        .map_err(|e| ConnectError::new(Code::PermissionDenied, e.to_string()))?;
+        .place(caller, op, path)
+        .map_err(|why| ConnectError::new(Code::PermissionDenied, why))?;
     Ok((placed.workspace, placed.rel))
 }
 

@@ -103,13 +103,10 @@ fn permit(
     op: FileOp,
     path: &str,
 ) -> Result<(Workspace, String), HttpError> {
-    let files = state
+    let placed = state
         .broker
-        .files(caller, op, &[path])
-        .map_err(|r| HttpError::new(StatusCode::FORBIDDEN, r.message))?;
-    let placed = files
-        .place(path)
-        .map_err(|e| HttpError::new(StatusCode::FORBIDDEN, e.to_string()))?;
+        .place(caller, op, path)
+        .map_err(|why| HttpError::new(StatusCode::FORBIDDEN, why))?;
     Ok((placed.workspace, placed.rel))
 }
 

@@ -22,6 +22,7 @@ use super::protocol::{PS1_EXPECT_STRING, ShellProtocol, Status};
 use super::pyrepr;
 use crate::broker::Broker;
 use crate::broker::scratch::ScratchGuard;
+use crate::broker::scratch::nonce;
 use crate::exec::{Execution, RenderOptions, WaitEnd};
 use crate::gate::Caller;
 
@@ -545,11 +546,6 @@ fn find_bash(broker: &Broker) -> Result<std::path::PathBuf, SwerexError> {
             "[Errno 2] No such file or directory: 'bash' (a SWE-ReX session is a bash shell)",
         )
     })
-}
-
-/// 64 random bits as hex: the prompt marker no command prints by chance.
-fn nonce() -> String {
-    format!("{:016x}", crate::broker::scratch::random_u64())
 }
 
 #[cfg(test)]
