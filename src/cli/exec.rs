@@ -94,12 +94,11 @@ pub(crate) fn main(args: ExecArgs, mut ctx: ProcessContext) -> i32 {
             .map(|reload| runtime.spawn(reload))
         };
         let metrics = match args.metrics_addr {
-            Some(addr) => match runtime.block_on(crate::registry::metrics_http::bind_metrics(addr))
-            {
-                Ok(listener) => Some(runtime.spawn(crate::registry::metrics_http::serve_listener(
-                    listener,
-                    dispatcher.metrics(),
-                ))),
+            Some(addr) => match runtime.block_on(crate::registry::metrics_http::start(
+                addr,
+                dispatcher.metrics(),
+            )) {
+                Ok(task) => Some(task),
                 Err(e) => {
                     eprintln!("agent-reach: --metrics-addr: {e}");
                     return exit_code::USAGE;

@@ -85,7 +85,6 @@ pub(crate) struct Dispatcher {
 }
 
 /// One loaded registry and the planner over it.
-#[derive(Clone)]
 struct Loaded {
     registry: Arc<Registry>,
     planner: Arc<Planner>,
@@ -211,21 +210,20 @@ impl Dispatcher {
         Ok(())
     }
 
-    fn loaded(&self) -> Loaded {
+    fn loaded(&self) -> std::sync::RwLockReadGuard<'_, Loaded> {
         self.loaded
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
     }
 
     /// The registry loaded now.
     pub(crate) fn registry(&self) -> Arc<Registry> {
-        self.loaded().registry
+        self.loaded().registry.clone()
     }
 
     /// The planner over the registry loaded now.
     pub(crate) fn planner(&self) -> Arc<Planner> {
-        self.loaded().planner
+        self.loaded().planner.clone()
     }
 
     /// The scheduler every command of this process takes its slot from.
@@ -505,13 +503,15 @@ impl Dispatcher {
     /// Redaction again at the edge: whatever produced the text, no known
     /// secret leaves in any field.
     fn scrub(&self, result: &mut NormalizedResult) {
-        if self.planner().all_secrets().is_empty() {
+        let planner = self.planner();
+        let secrets = planner.all_secrets();
+        if secrets.is_empty() {
             return;
         }
-        result.stdout = self.redact(&result.stdout);
-        result.stderr = self.redact(&result.stderr);
+        result.stdout = redact_text(secrets, &result.stdout);
+        result.stderr = redact_text(secrets, &result.stderr);
         if let Some(error) = &mut result.error {
-            error.message = self.redact(&error.message);
+            error.message = redact_text(secrets, &error.message);
         }
     }
 

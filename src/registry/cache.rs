@@ -125,13 +125,13 @@ impl ResultCache {
         }
     }
 
-    /// A stored result younger than `ttl`.
     /// Forgets every stored result (the registry was reloaded); runs in
     /// flight still hand theirs to their waiters.
     pub(crate) fn clear(&self) {
         crate::sync::lock(&self.entries).clear();
     }
 
+    /// A stored result younger than `ttl`.
     pub(crate) fn get(&self, key: &CacheKey, ttl: Duration) -> Option<NormalizedResult> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries

@@ -71,12 +71,31 @@ pub(crate) struct Load {
 }
 
 /// How long requests waited for a slot of the scheduler.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct QueueWait {
     /// Cumulative counts per bucket of [`BUCKETS`].
     buckets: Vec<u64>,
     sum_seconds: f64,
     count: u64,
+}
+
+impl Default for QueueWait {
+    fn default() -> Self {
+        Self {
+            buckets: vec![0; BUCKETS.len()],
+            sum_seconds: 0.0,
+            count: 0,
+        }
+    }
+}
+
+/// Counts `seconds` in every cumulative bucket of [`BUCKETS`] it fits.
+fn observe(buckets: &mut [u64], seconds: f64) {
+    for (bucket, bound) in buckets.iter_mut().zip(BUCKETS) {
+        if seconds <= *bound {
+            *bucket += 1;
+        }
+    }
 }
 
 /// The metrics of one process.
@@ -135,15 +154,8 @@ impl Metrics {
     /// Counts a request's wait for a slot of the scheduler.
     pub(crate) fn record_queue_wait(&self, waited: Duration) {
         let mut wait = crate::sync::lock(&self.queue_wait);
-        if wait.buckets.is_empty() {
-            wait.buckets = vec![0; BUCKETS.len()];
-        }
         let seconds = waited.as_secs_f64();
-        for (bound, count) in BUCKETS.iter().zip(wait.buckets.iter_mut()) {
-            if seconds <= *bound {
-                *count += 1;
-            }
-        }
+        observe(&mut wait.buckets, seconds);
         wait.sum_seconds += seconds;
         wait.count += 1;
     }
@@ -215,11 +227,7 @@ impl Metrics {
                 }
                 let seconds = duration.as_secs_f64();
                 counts.latency_sum_seconds += seconds;
-                for (bucket, bound) in counts.latency_buckets.iter_mut().zip(BUCKETS) {
-                    if seconds <= *bound {
-                        *bucket += 1;
-                    }
-                }
+                observe(&mut counts.latency_buckets, seconds);
             }
         }
     }
@@ -233,6 +241,7 @@ impl Metrics {
     /// `{"tools": {NAME: {...}}, "buckets_seconds": [...], "live_sessions": N,
     /// "clients": N, "live_sessions_by_client": {CLIENT: N}}`.
     pub(crate) fn to_json(&self) -> serde_json::Value {
+        let load = self.load();
         serde_json::json!({
             "buckets_seconds": BUCKETS,
             "tools": self.snapshot(),
@@ -240,8 +249,8 @@ impl Metrics {
             "clients": self.clients(),
             "live_sessions_by_client": self.sessions_by_client(),
             "live_sessions_by_door": self.sessions_by_door(),
-            "running": self.load().running,
-            "queued": self.load().queued,
+            "running": load.running,
+            "queued": load.queued,
         })
     }
 
@@ -367,13 +376,7 @@ impl Metrics {
             "# HELP agent_reach_queue_wait_seconds Time requests waited for a slot of the scheduler."
         );
         let _ = writeln!(out, "# TYPE agent_reach_queue_wait_seconds histogram");
-        let zeros = vec![0; BUCKETS.len()];
-        let buckets = if wait.buckets.is_empty() {
-            &zeros
-        } else {
-            &wait.buckets
-        };
-        for (bound, count) in BUCKETS.iter().zip(buckets) {
+        for (bound, count) in BUCKETS.iter().zip(&wait.buckets) {
             let _ = writeln!(
                 out,
                 "agent_reach_queue_wait_seconds_bucket{{le=\"{bound}\"}} {count}"

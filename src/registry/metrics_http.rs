@@ -35,6 +35,16 @@ pub(crate) async fn bind_metrics(addr: SocketAddr) -> Result<TcpListener, Metric
         .map_err(|source| MetricsServeError::Bind { addr, source })
 }
 
+/// Binds `addr` (loopback only) and serves `metrics` there on a task of
+/// its own (`serve --metrics-addr`, `exec --jsonl --metrics-addr`).
+pub(crate) async fn start(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+) -> Result<tokio::task::JoinHandle<()>, MetricsServeError> {
+    let listener = bind_metrics(addr).await?;
+    Ok(tokio::spawn(serve_listener(listener, metrics)))
+}
+
 /// Serves `GET /metrics` on a bound listener, forever.
 pub(crate) async fn serve_listener(listener: TcpListener, metrics: Arc<Metrics>) {
     loop {

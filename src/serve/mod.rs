@@ -172,16 +172,11 @@ async fn serve(
         })
         .map(|reload| TaskGuard(tokio::spawn(reload)))
     };
-    if let Some(addr) = args.metrics_addr {
-        match metrics_http::bind_metrics(addr).await {
-            Ok(listener) => {
-                tokio::spawn(metrics_http::serve_listener(listener, server.metrics()));
-            }
-            Err(e) => {
-                eprintln!("agent-reach serve: --metrics-addr: {e}");
-                return exit_code::USAGE;
-            }
-        }
+    if let Some(addr) = args.metrics_addr
+        && let Err(e) = metrics_http::start(addr, server.metrics()).await
+    {
+        eprintln!("agent-reach serve: --metrics-addr: {e}");
+        return exit_code::USAGE;
     }
     let (mut term, mut int) = match (
         signal(SignalKind::terminate()),
