@@ -27,31 +27,10 @@ from daytona import (
     SessionExecuteRequest,
 )
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import alive, check, gone_within  # noqa: E402
+
 API_URL, ROOT, TOKEN = sys.argv[1], os.path.realpath(sys.argv[2]), sys.argv[3]
-
-
-def check(name, condition, detail=""):
-    if not condition:
-        print(f"FAIL {name}: {detail}", flush=True)
-        sys.exit(1)
-    print(f"ok {name}", flush=True)
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def gone_within(pid, seconds):
-    end = time.time() + seconds
-    while time.time() < end:
-        if not alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 daytona = Daytona(DaytonaConfig(api_key=TOKEN, api_url=API_URL))

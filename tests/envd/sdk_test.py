@@ -28,32 +28,11 @@ from e2b import (
 from e2b import ConnectionConfig
 from packaging.version import Version
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import alive, check, gone_within  # noqa: E402
+
 URL, ROOT = sys.argv[1], sys.argv[2]
 TOKEN = sys.argv[3] if len(sys.argv) > 3 else ""
-
-
-def check(name, condition, detail=""):
-    if not condition:
-        print(f"FAIL {name}: {detail}", flush=True)
-        sys.exit(1)
-    print(f"ok {name}", flush=True)
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def gone_within(pid, seconds):
-    end = time.time() + seconds
-    while time.time() < end:
-        if not alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def with_token(token):
