@@ -52,20 +52,30 @@ fn both(query: PatternQuery) -> Result<(String, String), ApiError> {
 /// its kind: directories before what they hold.
 fn walk(ws: &Workspace, rel: &str) -> Result<Vec<(String, EntryKind)>, WorkspaceError> {
     let top = ws.resolve(rel)?;
-    let mut out = Vec::new();
-    let mut pending = vec![rel.to_owned()];
-    match ws.list(&top) {
-        Ok(_) => out.push((rel.to_owned(), EntryKind::Directory)),
+    let first = match ws.list(&top) {
+        Ok(entries) => entries,
         Err(WorkspaceError::NotFound { .. }) => {
             // A file named directly.
             ws.open_file(&top)?;
             return Ok(vec![(rel.to_owned(), EntryKind::File)]);
         }
         Err(e) => return Err(e),
-    }
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = ws.resolve(&dir).and_then(|t| ws.list(&t)) else {
-            continue;
+    };
+    let mut out = vec![(rel.to_owned(), EntryKind::Directory)];
+    // The top's listing is the one just read; each directory below is
+    // listed when its turn comes.
+    let mut listed = Some((rel.to_owned(), first));
+    let mut pending: Vec<String> = Vec::new();
+    loop {
+        let (dir, entries) = match listed.take() {
+            Some(listed) => listed,
+            None => {
+                let Some(dir) = pending.pop() else { break };
+                let Ok(entries) = ws.resolve(&dir).and_then(|t| ws.list(&t)) else {
+                    continue;
+                };
+                (dir, entries)
+            }
         };
         for entry in entries {
             if out.len() >= MAX_WALK_ENTRIES {
