@@ -30,6 +30,10 @@ const END_STREAM: u8 = 0x02;
 const COMPRESSED: u8 = 0x01;
 /// The request header carrying a call's deadline, in milliseconds.
 pub(crate) const TIMEOUT_HEADER: &str = "connect-timeout-ms";
+/// The request header naming the keepalive interval, in seconds.
+const KEEPALIVE_HEADER: &str = "keepalive-ping-interval";
+/// The shortest keepalive interval honoured.
+const MIN_KEEPALIVE: Duration = Duration::from_secs(1);
 
 /// The descriptors of `proto/envd/`.
 fn pool() -> &'static DescriptorPool {
@@ -324,9 +328,55 @@ pub(crate) fn stream_error(codec: Codec, err: &ConnectError) -> Response {
     ([(header::CONTENT_TYPE, content_type(codec, true))], body).into_response()
 }
 
+/// The one message of a server stream's request body.
+pub(crate) fn one_message<T: prost::Message + Default>(
+    codec: Codec,
+    name: &str,
+    body: &[u8],
+) -> Result<T, ConnectError> {
+    let messages = envelopes(body)?;
+    let [payload] = messages.as_slice() else {
+        return Err(ConnectError::new(
+            Code::InvalidArgument,
+            format!("a stream request carries exactly one {name}"),
+        ));
+    };
+    decode(codec, name, payload)
+}
+
+/// The keepalive interval the client asks for (`Keepalive-Ping-Interval`, seconds).
+pub(crate) fn keepalive_of(headers: &HeaderMap) -> Option<Duration> {
+    let secs: u64 = headers
+        .get(KEEPALIVE_HEADER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs).max(MIN_KEEPALIVE))
+}
+
+/// A stream call whose body type is not one of Connect's stream codecs.
+pub(crate) fn bad_content_type() -> Response {
+    unary_error(&ConnectError::new(
+        Code::InvalidArgument,
+        "a stream call's body must be application/connect+json or application/connect+proto",
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keepalive_interval_is_read_in_seconds_and_never_below_one() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(keepalive_of(&headers), None);
+        headers.insert(KEEPALIVE_HEADER, HeaderValue::from_static("50"));
+        assert_eq!(keepalive_of(&headers), Some(Duration::from_secs(50)));
+        headers.insert(KEEPALIVE_HEADER, HeaderValue::from_static("0"));
+        assert_eq!(keepalive_of(&headers), Some(MIN_KEEPALIVE));
+    }
     use crate::doors::envd::proto::process::{
         ProcessEvent, StartResponse, process_event, process_event::data_event,
     };

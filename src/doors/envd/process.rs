@@ -25,7 +25,9 @@ use axum::response::Response;
 use tokio::sync::mpsc;
 
 use super::EnvdState;
-use super::connect::{self, Code, Codec, ConnectError, StreamOut};
+use super::connect::{
+    self, Code, ConnectError, StreamOut, bad_content_type, keepalive_of, one_message,
+};
 use super::procs::{self, Proc, ProcEvent, Selector, Started};
 use super::proto::process::{
     CloseStdinRequest, CloseStdinResponse, ConnectRequest, ListRequest, ListResponse, ProcessEvent,
@@ -39,11 +41,6 @@ use crate::exec::state::StreamKind;
 use crate::exec::{Attach, ExecError};
 use crate::gate::Caller;
 use crate::plan::{Request, Target};
-
-/// The request header naming the keepalive interval, in seconds.
-const KEEPALIVE_HEADER: &str = "keepalive-ping-interval";
-/// The shortest keepalive interval honoured.
-const MIN_KEEPALIVE: Duration = Duration::from_secs(1);
 
 /// `POST /process.Process/Start`.
 pub(crate) async fn start(
@@ -465,22 +462,6 @@ fn deadline_error() -> ConnectError {
     )
 }
 
-/// The one message of a server stream's request body.
-pub(crate) fn one_message<T: prost::Message + Default>(
-    codec: Codec,
-    name: &str,
-    body: &[u8],
-) -> Result<T, ConnectError> {
-    let messages = connect::envelopes(body)?;
-    let [payload] = messages.as_slice() else {
-        return Err(ConnectError::new(
-            Code::InvalidArgument,
-            format!("a stream request carries exactly one {name}"),
-        ));
-    };
-    connect::decode(codec, name, payload)
-}
-
 /// The process `selector` names, for `caller`.
 fn find(
     state: &EnvdState,
@@ -562,41 +543,6 @@ fn capped_deadline(state: &EnvdState, asked: Option<Instant>, now: Instant) -> O
     asked.map(|at| at.min(cap))
 }
 
-/// The keepalive interval the client asks for (`Keepalive-Ping-Interval`, seconds).
-pub(crate) fn keepalive_of(headers: &HeaderMap) -> Option<Duration> {
-    let secs: u64 = headers
-        .get(KEEPALIVE_HEADER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(Duration::from_secs(secs).max(MIN_KEEPALIVE))
-}
-
-pub(crate) fn bad_content_type() -> Response {
-    connect::unary_error(&ConnectError::new(
-        Code::InvalidArgument,
-        "a stream call's body must be application/connect+json or application/connect+proto",
-    ))
-}
-
 fn clamp_u16(value: u32) -> u16 {
     u16::try_from(value).unwrap_or(u16::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-
-    #[test]
-    fn the_keepalive_interval_is_read_in_seconds_and_never_below_one() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(keepalive_of(&headers), None);
-        headers.insert(KEEPALIVE_HEADER, HeaderValue::from_static("50"));
-        assert_eq!(keepalive_of(&headers), Some(Duration::from_secs(50)));
-        headers.insert(KEEPALIVE_HEADER, HeaderValue::from_static("0"));
-        assert_eq!(keepalive_of(&headers), Some(MIN_KEEPALIVE));
-    }
 }

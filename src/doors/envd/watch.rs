@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::EnvdState;
 use super::connect::{self, Code, ConnectError, StreamOut};
+use super::connect::{bad_content_type, keepalive_of, one_message};
 use super::filesystem::{entry_info, fs_error, workspace_for};
-use super::process::{bad_content_type, keepalive_of, one_message};
 use super::proto::filesystem::{
     CreateWatcherRequest, CreateWatcherResponse, EventType, FilesystemEvent,
     GetWatcherEventsRequest, GetWatcherEventsResponse, RemoveWatcherRequest, RemoveWatcherResponse,
