@@ -26,16 +26,22 @@
 //! [`Scheduler::admit`] is synchronous: a door that reads requests in order
 //! admits them in that order, before any of them is awaited, so their
 //! places in the queue are their arrival order. A newcomer never passes a
-//! waiter: it is queued first, then whoever fits is started.
+//! waiter: it is queued first, then whoever fits is started. Machine-wide,
+//! the waiters of every process sharing the home form one queue
+//! ([`tickets`]): a newcomer never passes another process's earlier waiter
+//! either (unless that one is blocked on its own group or key), and the
+//! queue bound counts them all.
 //!
 //! # Busy
 //!
-//! When the queue holds `queue` waiters already, the newcomer (the newest
+//! When the queue holds `queue` waiters already (machine-wide: of every
+//! process), the newcomer (the newest
 //! request) is refused at once (no await) with a `retry_after_ms` estimated
 //! from recent run times.
 
 mod slots;
 mod state;
+mod tickets;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -244,7 +250,7 @@ impl Waiter {
         // Granted (removed from the queue by the grant), or the scheduler
         // dropped the sender, which it never does while the waiter is queued.
         self.key = None;
-        got.map_err(|_| busy(&self.inner, &self.inner.lock()))
+        got.map_err(|_| busy(&self.inner, &self.inner.lock(), 0))
     }
 }
 
@@ -317,7 +323,12 @@ impl Scheduler {
     pub(crate) fn admit(&self, demand: Demand) -> Result<Admission, Busy> {
         let (key, receiver) = {
             let mut state = self.inner.lock();
+            // Machine-wide, under the queue lock: the other processes'
+            // waiters seen now are all that arrived before this request.
+            let _queue = state.hold_queue();
+            let others = state.others();
             if state.waiting.is_empty()
+                && !state::someone_before(&others, state.place_now(demand.priority))
                 && let Ok(hold) = state.try_start(&demand)
             {
                 return Ok(Admission::Ready(Permit {
@@ -327,8 +338,8 @@ impl Scheduler {
                     since: Instant::now(),
                 }));
             }
-            if state.waiting.len() >= state.limits.queue {
-                return Err(busy(&self.inner, &state));
+            if state.waiting.len() + others.len() >= state.limits.queue {
+                return Err(busy(&self.inner, &state, others.len()));
             }
             let (sender, receiver) = oneshot::channel();
             (state.enqueue(demand, sender), receiver)
@@ -361,13 +372,15 @@ impl Scheduler {
     }
 }
 
-fn busy<T>(inner: &Inner, state: &State<T>) -> Busy {
+/// Busy, with `elsewhere` waiters of other processes queued too.
+fn busy<T>(inner: &Inner, state: &State<T>, elsewhere: usize) -> Busy {
     let mean = inner.mean_hold_ms.load(Ordering::Relaxed).max(1);
     let global = state.limits.global.max(1) as u64;
-    let rounds = (state.waiting.len() as u64 + 1).div_ceil(global);
+    let queued = state.waiting.len() + elsewhere;
+    let rounds = (queued as u64 + 1).div_ceil(global);
     Busy {
         retry_after_ms: (mean * rounds).clamp(10, 60_000),
-        queued: state.waiting.len(),
+        queued,
         running: state.running,
     }
 }
@@ -403,6 +416,52 @@ mod tests {
         drop(running);
         waiter.await.unwrap().unwrap();
         assert_eq!(s.load().running, 0);
+    }
+
+    #[tokio::test]
+    async fn two_processes_share_one_queue_in_arrival_order_and_one_bound() {
+        // Two schedulers on one home stand for two processes.
+        let home = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            global: 1,
+            queue: 2,
+            groups: Default::default(),
+        };
+        let one = Scheduler::machine_wide(limits.clone(), home.path());
+        let other = Scheduler::machine_wide(limits, home.path());
+        let running = one.acquire(plain()).await.unwrap();
+        let first = other.admit(plain()).unwrap();
+        // The holder's slot comes free; a newcomer in the holder's process
+        // must not pass the other process's earlier waiter.
+        drop(running);
+        let second = one.admit(plain()).unwrap();
+        assert!(
+            matches!(second, Admission::Queued(_)),
+            "the newcomer waits its turn"
+        );
+        let busy = other.admit(plain()).map(drop).unwrap_err();
+        assert_eq!(busy.queued, 2, "the bound counts both processes' waiters");
+        let first = tokio::time::timeout(Duration::from_secs(5), first.permit())
+            .await
+            .expect("the earlier waiter starts")
+            .unwrap();
+        let second = tokio::spawn(second.permit());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !second.is_finished(),
+            "one slot: the second waits for the first"
+        );
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(5), second)
+            .await
+            .expect("the second starts when the first is done")
+            .unwrap()
+            .unwrap();
+        drop(second);
+        let queue: Vec<_> = std::fs::read_dir(home.path().join(tickets::QUEUE_DIR))
+            .unwrap()
+            .collect();
+        assert!(queue.is_empty(), "no ticket is left: {queue:?}");
     }
 
     #[tokio::test]

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
+use super::tickets::Queue;
 use super::{Demand, Limits};
 
 /// The directory under `$AGENT_REACH_HOME` that holds the slot files.
@@ -33,6 +34,15 @@ pub(crate) const SLOTS_DIR: &str = "run/slots";
 pub(crate) struct SlotsError {
     path: PathBuf,
     source: std::io::Error,
+}
+
+impl SlotsError {
+    pub(super) fn new(path: &Path, source: std::io::Error) -> Self {
+        Self {
+            path: path.to_owned(),
+            source,
+        }
+    }
 }
 
 /// One lock file, open only while held: a process keeps no descriptor for
@@ -72,6 +82,14 @@ impl SlotFile {
         self.held.is_some()
     }
 
+    /// The file's name in the slot directory.
+    fn name(&self) -> Option<String> {
+        self.path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_owned)
+    }
+
     /// Closing the descriptor drops the lock.
     fn give_back(&mut self) {
         self.held = None;
@@ -99,6 +117,8 @@ pub(crate) enum Blocked {
 #[derive(Debug)]
 pub(crate) struct MachineSlots {
     dir: PathBuf,
+    /// The machine-wide queue beside the slots.
+    pub(super) queue: Queue,
     global: Vec<SlotFile>,
     groups: BTreeMap<String, Vec<SlotFile>>,
     exclusive: BTreeMap<String, SlotFile>,
@@ -108,10 +128,8 @@ impl MachineSlots {
     /// The slots of `limits` under `home` (the directory is made now).
     pub(crate) fn open(home: &Path, limits: &Limits) -> Result<Self, SlotsError> {
         let dir = home.join(SLOTS_DIR);
-        std::fs::create_dir_all(&dir).map_err(|source| SlotsError {
-            path: dir.clone(),
-            source,
-        })?;
+        std::fs::create_dir_all(&dir).map_err(|source| SlotsError::new(&dir, source))?;
+        let queue = Queue::open(home, &dir)?;
         let files = |prefix: &str, count: usize| -> Vec<SlotFile> {
             (0..count)
                 .map(|i| SlotFile::new(dir.join(format!("{prefix}.{i}"))))
@@ -130,6 +148,7 @@ impl MachineSlots {
             .collect();
         Ok(Self {
             dir,
+            queue,
             global,
             groups,
             exclusive: BTreeMap::new(),
@@ -170,6 +189,21 @@ impl MachineSlots {
             hold.exclusive = Some(key.clone());
         }
         Ok(hold)
+    }
+
+    /// What `demand` waits for beyond a global slot, as a ticket says it:
+    /// its group's slot files (any one will do), its exclusive key's file.
+    pub(crate) fn needs(&self, demand: &Demand) -> Vec<Vec<String>> {
+        let mut needs = Vec::new();
+        if let Some(group) = &demand.group
+            && let Some(files) = self.groups.get(group)
+        {
+            needs.push(files.iter().filter_map(SlotFile::name).collect());
+        }
+        if let Some(key) = &demand.exclusive {
+            needs.push(vec![format!("exclusive-{}", file_name(key))]);
+        }
+        needs
     }
 
     /// Gives back what `hold` took.

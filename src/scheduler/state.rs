@@ -21,6 +21,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::slots::{Blocked, Hold, MachineSlots};
+use super::tickets::{Other, Place, QueueGuard, Ticket};
 use super::{Demand, Priority};
 
 /// Limits: how many run at once, how many may wait, per-group caps.
@@ -54,6 +55,10 @@ pub(super) struct State<T> {
     round: BTreeMap<Priority, u64>,
     turns: BTreeMap<(Priority, String), Turns>,
     machine: Option<MachineSlots>,
+    /// Machine-wide, each waiter's place in the shared queue and its ticket
+    /// (none if it could not be written: the waiter is then this process's
+    /// alone, still served in order here).
+    places: BTreeMap<WaitKey, (Place, Option<Ticket>)>,
 }
 
 impl<T> State<T> {
@@ -68,7 +73,28 @@ impl<T> State<T> {
             round: BTreeMap::new(),
             turns: BTreeMap::new(),
             machine,
+            places: BTreeMap::new(),
         }
+    }
+
+    /// Takes the machine-wide queue lock for one admission or grant.
+    pub(super) fn hold_queue(&self) -> Option<QueueGuard> {
+        self.machine.as_ref().and_then(|m| m.queue.hold())
+    }
+
+    /// The other processes' waiters, in queue order (none when the queue is
+    /// this process's alone).
+    pub(super) fn others(&self) -> Vec<Other> {
+        let Some(machine) = &self.machine else {
+            return Vec::new();
+        };
+        let own = self.places.values().map(|(place, _)| *place).collect();
+        machine.queue.others(&own)
+    }
+
+    /// The place a request arriving now would take machine-wide.
+    pub(super) fn place_now(&self, priority: Priority) -> Place {
+        Place::now(priority, self.next_seq)
     }
 
     /// Whether this process's own counters allow `demand` now.
@@ -128,10 +154,24 @@ impl<T> State<T> {
     /// Starts every waiter that now fits, in order, and returns them. A
     /// waiter blocked on its group or key does not hold back those behind
     /// it; no global slot left stops the scan.
+    ///
+    /// Machine-wide, a waiter also lets pass every earlier waiter of another
+    /// process that could start (one blocked on its own group or key holds
+    /// nobody back); that process starts it at its next look.
     pub(super) fn grant_ready(&mut self) -> Vec<(Demand, Option<Hold>, T)> {
         let mut granted = Vec::new();
+        if self.waiting.is_empty() {
+            return granted;
+        }
+        let _queue = self.hold_queue();
+        let others = self.others();
         let keys: Vec<WaitKey> = self.waiting.keys().cloned().collect();
         for key in keys {
+            if let Some((place, _)) = self.places.get(&key)
+                && someone_before(&others, *place)
+            {
+                continue;
+            }
             let Some((demand, _)) = self.waiting.get(&key) else {
                 continue;
             };
@@ -162,6 +202,17 @@ impl<T> State<T> {
         turns.next_round = round + 1;
         turns.waiting += 1;
         let key = (std::cmp::Reverse(demand.priority), round, self.next_seq);
+        if let Some(machine) = &self.machine {
+            let place = Place::now(demand.priority, self.next_seq);
+            let ticket = machine
+                .queue
+                .issue(place, &machine.needs(&demand))
+                .map_err(|err| {
+                    tracing::warn!(error = %err, "a waiter cannot join the machine-wide queue; it waits in this process's");
+                })
+                .ok();
+            self.places.insert(key, (place, ticket));
+        }
         self.next_seq += 1;
         self.waiting.insert(key, (demand, payload));
         key
@@ -170,6 +221,7 @@ impl<T> State<T> {
     /// Takes a waiter out of the queue (started, or gone away).
     pub(super) fn remove(&mut self, key: &WaitKey) -> Option<(Demand, T)> {
         let (demand, payload) = self.waiting.remove(key)?;
+        self.places.remove(key);
         let turn_key = (demand.priority, demand.caller.clone());
         if let Some(turns) = self.turns.get_mut(&turn_key) {
             turns.waiting = turns.waiting.saturating_sub(1);
@@ -184,6 +236,15 @@ impl<T> State<T> {
     pub(super) fn is_machine_wide(&self) -> bool {
         self.machine.is_some()
     }
+}
+
+/// Whether another process's waiter that could start now comes before
+/// `place`.
+pub(super) fn someone_before(others: &[Other], place: Place) -> bool {
+    others
+        .iter()
+        .take_while(|other| other.place < place)
+        .any(|other| !other.blocked_on_own)
 }
 
 #[cfg(test)]

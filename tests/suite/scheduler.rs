@@ -301,3 +301,102 @@ fn when_the_queue_is_full_the_newest_requests_get_busy() {
         "one runs, two wait, the three newest are refused"
     );
 }
+
+/// Starts `exec --json` of the stamping tool with argument `n`, its answer
+/// on a pipe.
+fn spawn_stamp(env: &TestEnv, config: &std::path::Path, n: u64) -> std::process::Child {
+    let mut child = std::process::Command::new(crate::common::bin())
+        .args(["exec", "--json", "--config"])
+        .arg(config)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", env.root.path().join("home"))
+        .env("AGENT_REACH_HOME", env.ar_home())
+        .current_dir(env.work())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(
+            stdin,
+            "{}",
+            json!({"id": n, "tool": "stamp", "args": {"n": n}})
+        )
+        .unwrap();
+    }
+    child
+}
+
+fn status_of(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    answer["status"].as_str().unwrap().to_owned()
+}
+
+/// Tickets in the machine-wide queue now.
+fn tickets(env: &TestEnv) -> usize {
+    std::fs::read_dir(env.ar_home().join("run/queue"))
+        .map(|dir| {
+            dir.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn processes_waiting_side_by_side_run_in_arrival_order_and_share_one_queue_bound() {
+    let env = TestEnv::new();
+    let log = env.work().join("stamps.log");
+    let release = env.work().join("release");
+    // `stamp` with n = 0 holds its slot until the test creates `release`.
+    let registry = stamping_registry(&log, "0.2", 4).replace(
+        "sleep 0.2",
+        &format!(
+            "if [ $1 = 0 ]; then while [ ! -e {} ]; do sleep 0.02; done; else sleep 0.2; fi",
+            release.display()
+        ),
+    );
+    let config = env.write("registry.toml", registry);
+    let holder = spawn_stamp(&env, &config, 0);
+    let waiting = Instant::now();
+    while intervals_started(&log) == 0 {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(20),
+            "the holder never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Four processes arrive one after the other while the slot is held,
+    // each once the one before has its place in the queue.
+    let mut waiters = Vec::new();
+    for n in 1..=4 {
+        waiters.push(spawn_stamp(&env, &config, n));
+        let queued = Instant::now();
+        while tickets(&env) < n as usize {
+            assert!(
+                queued.elapsed() < Duration::from_secs(20),
+                "process {n} never queued"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // The queue (bound 4) is full machine-wide: the newest is refused at once.
+    let refused = spawn_stamp(&env, &config, 5);
+    assert_eq!(status_of(refused), "busy");
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(status_of(holder), "success");
+    for waiter in waiters {
+        assert_eq!(status_of(waiter), "success");
+    }
+    let spans = intervals(&log);
+    let ran: Vec<&str> = spans.iter().map(|span| span.0.as_str()).collect();
+    assert_eq!(ran, ["0", "1", "2", "3", "4"], "{spans:?}");
+    assert_one_after_the_other(&spans);
+    assert_eq!(tickets(&env), 0, "no ticket is left behind");
+}
