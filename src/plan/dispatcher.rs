@@ -169,6 +169,7 @@ impl Dispatcher {
             groups: scheduler_settings.groups.clone(),
         };
         let scheduler = Scheduler::machine_wide(limits, &config.home);
+        let cache = Arc::new(ResultCache::shared(&config.home));
         let loaded = Loaded::new(registry, &config)?;
         let metrics = Arc::new(Metrics::new());
         let watched = scheduler.clone();
@@ -183,7 +184,7 @@ impl Dispatcher {
             loaded: RwLock::new(loaded),
             config,
             scheduler,
-            cache: Arc::default(),
+            cache,
             metrics,
             runner,
         })

@@ -6,9 +6,9 @@
 //! `no_cache` ([`crate::plan`] decides); only successes are kept, failures
 //! too with `cache_failures = true`, timeouts and errors never.
 //!
-//! The cache is per process: a small file store shared by the processes of
-//! one home would help one-shot `exec --json` callers, and is not done.
-//! Identical requests that arrive while the first still runs wait for its
+//! Built with [`ResultCache::shared`], stored results are also files under
+//! the home ([`super::cache_store`]), found by every process sharing it:
+//! one-shot `exec --json` callers hit the cache too. Identical requests that arrive while the first still runs wait for its
 //! result instead of running the command again.
 
 use std::collections::HashMap;
@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::cache_store::FileStore;
 use crate::result::NormalizedResult;
 
 /// What makes two requests the same run.
@@ -48,6 +49,8 @@ type Waiters = Vec<tokio::sync::oneshot::Sender<NormalizedResult>>;
 pub(crate) struct ResultCache {
     entries: Mutex<HashMap<CacheKey, (Instant, NormalizedResult)>>,
     in_flight: Mutex<HashMap<CacheKey, Waiters>>,
+    /// The store shared with the other processes of the home.
+    store: Option<FileStore>,
 }
 
 /// What a cacheable request should do.
@@ -103,6 +106,15 @@ impl Drop for LeaderGuard {
 }
 
 impl ResultCache {
+    /// A cache whose results every process sharing `home` finds (this
+    /// process's alone if the store cannot be made).
+    pub(crate) fn shared(home: &std::path::Path) -> Self {
+        Self {
+            store: FileStore::open(home),
+            ..Self::default()
+        }
+    }
+
     /// A stored result, a run in flight to wait for, or the lead.
     pub(crate) fn lookup(self: &Arc<Self>, key: &CacheKey, ttl: Duration) -> Lookup {
         if let Some(hit) = self.get(key, ttl) {
@@ -129,19 +141,27 @@ impl ResultCache {
     /// flight still hand theirs to their waiters.
     pub(crate) fn clear(&self) {
         crate::sync::lock(&self.entries).clear();
+        if let Some(store) = &self.store {
+            store.clear();
+        }
     }
 
     /// A stored result younger than `ttl`.
     pub(crate) fn get(&self, key: &CacheKey, ttl: Duration) -> Option<NormalizedResult> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries
+        let kept = entries
             .get(key)
             .filter(|(stored, _)| stored.elapsed() < ttl)
-            .map(|(_, result)| result.clone())
+            .map(|(_, result)| result.clone());
+        drop(entries);
+        kept.or_else(|| self.store.as_ref()?.get(key, ttl))
     }
 
     /// Stores a result; expired and, past the size bound, oldest entries go.
     pub(crate) fn put(&self, key: CacheKey, ttl: Duration, result: NormalizedResult) {
+        if let Some(store) = &self.store {
+            store.put(&key, ttl, &result);
+        }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         if entries.len() >= MAX_ENTRIES {
             entries.retain(|_, (stored, _)| stored.elapsed() < ttl);

@@ -6,6 +6,7 @@
 
 pub(crate) mod builtin;
 pub(crate) mod cache;
+mod cache_store;
 pub(crate) mod env;
 pub(crate) mod kinds;
 pub(crate) mod load;

@@ -161,6 +161,57 @@ fn tools_check_reports_a_cache_on_a_tool_above_low_risk() {
         .success();
 }
 
+#[test]
+fn one_shot_exec_json_processes_share_the_cache_and_its_rules() {
+    let env = TestEnv::new();
+    let registry = env.write(
+        "registry.toml",
+        [
+            counting_tool("low", "low", "", 0),
+            counting_tool("fails", "low", "", 3),
+        ]
+        .concat(),
+    );
+    let call = |request: serde_json::Value| -> serde_json::Value {
+        let run = env
+            .cmd()
+            .args(["exec", "--json", "--config"])
+            .arg(&registry)
+            .stdin(request.to_string())
+            .run();
+        serde_json::from_str(run.stdout_str().trim())
+            .unwrap_or_else(|e| panic!("{e}: {}", run.stdout_str()))
+    };
+    let first = call(json!({"tool": "low"}));
+    let second = call(json!({"tool": "low"}));
+    assert_eq!(
+        (first["cached"].clone(), second["cached"].clone()),
+        (json!(false), json!(true)),
+        "{second}"
+    );
+    assert_eq!(second["exit_code"], 0);
+    assert_eq!(
+        runs_of(&env, "low"),
+        1,
+        "the second process took the first one's result"
+    );
+    let fresh = call(json!({"tool": "low", "no_cache": true}));
+    assert_eq!(fresh["cached"], false);
+    assert_eq!(runs_of(&env, "low"), 2);
+    for _ in 0..2 {
+        assert_eq!(call(json!({"tool": "fails"}))["cached"], false);
+    }
+    assert_eq!(
+        runs_of(&env, "fails"),
+        2,
+        "a failure is not kept for another process"
+    );
+    let store = env.ar_home().join("cache/results");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&store).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700, "the shared store is private");
+}
+
 /// The contract's fields of an execution record, exactly.
 const RECORD_FIELDS: [&str; 15] = [
     "time",
