@@ -175,3 +175,68 @@ fn sighup_reloads_the_registry_of_an_exec_jsonl_stream() {
     );
     assert_eq!(stream.close(), 0);
 }
+
+/// Registry `name`: tool `t` says `name` after a short nap; `with_slow`
+/// adds `slow`, which naps a second.
+fn loaded_registry(name: &str, with_slow: bool) -> String {
+    let mut text = format!(
+        "[scheduler]\nglobal = 2\nqueue = 100\n[[tools]]\nname = \"t\"\ncommand = [\"sh\", \"-c\", \"sleep 0.02; echo {name}\"]\ncwd = \"project_root\"\nrisk = \"low\"\n"
+    );
+    if with_slow {
+        text.push_str("[[tools]]\nname = \"slow\"\ncommand = [\"sh\", \"-c\", \"sleep 1; echo slow done\"]\ncwd = \"project_root\"\nrisk = \"low\"\n");
+    }
+    text
+}
+
+#[test]
+fn reloads_under_load_lose_no_request_and_running_commands_keep_their_registry() {
+    let env = TestEnv::new();
+    let config = write_registry(&env, &loaded_registry("A", true));
+    let mut stream = Stream::start(&env, &config);
+    let pid = stream.pid();
+    // Started under A; A's successors lack it.
+    stream.send(&json!({"id": "slow", "tool": "slow"}));
+    std::thread::sleep(Duration::from_millis(100));
+    let versions = [
+        loaded_registry("B", false),
+        "not a registry [".to_owned(),
+        loaded_registry("A", false),
+        loaded_registry("B", false),
+    ];
+    let requests = 60;
+    for i in 0..requests {
+        if i % 6 == 0 {
+            write_registry(&env, &versions[(i / 6) % versions.len()]);
+            hang_up(pid);
+        }
+        stream.send(&json!({"id": i, "tool": "t"}));
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    let mut answered = std::collections::BTreeMap::new();
+    for _ in 0..=requests {
+        let answer = stream.next(RELOAD_LIMIT);
+        let id = answer["id"].to_string();
+        assert!(
+            answered.insert(id, answer.clone()).is_none(),
+            "answered twice: {answer}"
+        );
+    }
+    let slow = &answered["\"slow\""];
+    assert_eq!(slow["status"], "success", "{slow}");
+    assert_eq!(slow["stdout"], "slow done\n");
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..requests {
+        let answer = &answered[&i.to_string()];
+        assert_eq!(answer["status"], "success", "{answer}");
+        let said = answer["stdout"].as_str().unwrap().trim().to_owned();
+        assert!(said == "A" || said == "B", "{answer}");
+        seen.insert(said);
+    }
+    assert_eq!(seen.len(), 2, "both registries served: {seen:?}");
+    let after = {
+        stream.send(&json!({"id": "after", "tool": "slow"}));
+        stream.next(RELOAD_LIMIT)
+    };
+    assert_eq!(after["status"], "rejected", "slow is gone now: {after}");
+    assert_eq!(stream.close(), 0);
+}
