@@ -46,6 +46,9 @@ pub mod sandbox;
 #[cfg(unix)]
 pub(crate) mod scheduler;
 #[cfg(unix)]
+#[doc(hidden)]
+pub use scheduler::SlotBench;
+#[cfg(unix)]
 pub mod serve;
 pub(crate) mod stdio;
 pub(crate) mod sync;

@@ -372,6 +372,32 @@ impl Scheduler {
     }
 }
 
+/// What a slot costs, for `benches/scheduler.rs`: a scheduler of one
+/// global slot, machine-wide under a home or this process's alone.
+#[doc(hidden)]
+pub struct SlotBench(Scheduler);
+
+impl SlotBench {
+    /// Machine-wide under `home`, or (`None`) this process's alone.
+    pub fn new(home: Option<&Path>) -> Self {
+        let limits = Limits {
+            global: 1,
+            queue: 8,
+            groups: Default::default(),
+        };
+        Self(match home {
+            Some(home) => Scheduler::machine_wide(limits, home),
+            None => Scheduler::with_machine(limits, None),
+        })
+    }
+
+    /// Takes the slot and gives it back; false if it was not free.
+    pub fn take_and_give_back(&self) -> bool {
+        let demand = Demand::new(None, None, Priority::Normal);
+        matches!(self.0.admit(demand), Ok(Admission::Ready(_)))
+    }
+}
+
 /// Busy, with `elsewhere` waiters of other processes queued too.
 fn busy<T>(inner: &Inner, state: &State<T>, elsewhere: usize) -> Busy {
     let mean = inner.mean_hold_ms.load(Ordering::Relaxed).max(1);
