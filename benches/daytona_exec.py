@@ -14,33 +14,21 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
 from daytona import Daytona, DaytonaConfig
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
+from loopback import fork_exec_calls, free_port, wait_for  # noqa: E402
+
 TOKEN = "bench-token"
 BLOCK = 25
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(port):
-    end = time.time() + 30
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def sdk_calls(sandbox, n):
@@ -65,16 +53,6 @@ def runtime_calls(conn, n):
         assert answer["exit_code"] == 0, answer
     return times
 
-
-def fork_exec_calls(n):
-    true = shutil.which("true")
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        pid = os.posix_spawn(true, [true], os.environ)
-        os.waitpid(pid, 0)
-        times.append(time.perf_counter() - t)
-    return times
 
 
 def main(args):

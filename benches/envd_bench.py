@@ -22,7 +22,6 @@ import argparse
 import http.client
 import os
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -33,27 +32,15 @@ import time
 import grpc
 from e2b import Sandbox
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
-from grpc_wire import event, field, read_varint, start_request  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "common"))
+sys.path.insert(0, os.path.join(HERE, "common"))
+from grpc_wire import event, field, start_request  # noqa: E402
+from loopback import fork_exec_calls, free_port, wait_for  # noqa: E402
 
 BLOCK = 25
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(port):
-    end = time.time() + 30
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
 
 
 def rss_kib(pid):
@@ -85,16 +72,6 @@ def execute_calls(execute, n):
         assert not answer or answer[0] != 0x08 or answer[1] == 0, answer
     return times
 
-
-def fork_exec_calls(n):
-    true = shutil.which("true")
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        pid = os.posix_spawn(true, [true], os.environ)
-        os.waitpid(pid, 0)
-        times.append(time.perf_counter() - t)
-    return times
 
 
 def envd_start_request(script):

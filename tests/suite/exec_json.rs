@@ -254,6 +254,23 @@ fn malformed_lines_are_answered_and_the_stream_goes_on() {
     assert!(lines.iter().any(|l| l["id"] == 1 && l["stdout"] == "x|"));
 }
 
+/// `exec MODE --config CONFIG` as a process of its own in the test's
+/// environment, its stdin a pipe, its stderr dropped.
+pub fn exec_process(env: &TestEnv, mode: &str, config: &Path) -> Command {
+    let mut command = Command::new(bin());
+    command
+        .args(["exec", mode, "--config"])
+        .arg(config)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", env.root.path().join("home"))
+        .env("AGENT_REACH_HOME", env.ar_home())
+        .current_dir(env.work())
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null());
+    command
+}
+
 /// A running `exec --jsonl` we can talk to line by line; killed on drop.
 pub struct Stream {
     child: Child,
@@ -267,18 +284,9 @@ impl Stream {
 
     /// With `extra` flags after the config.
     pub fn start_with(env: &TestEnv, config: &Path, extra: &[&str]) -> Self {
-        let mut child = Command::new(bin())
-            .args(["exec", "--jsonl", "--config"])
-            .arg(config)
+        let mut child = exec_process(env, "--jsonl", config)
             .args(extra)
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", env.root.path().join("home"))
-            .env("AGENT_REACH_HOME", env.ar_home())
-            .current_dir(env.work())
-            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::TestEnv;
-use crate::suite::exec_json::{Stream, jsonl};
+use crate::suite::exec_json::{Stream, exec_process, jsonl};
 
 #[test]
 fn a_full_queue_answers_busy_at_once_with_retry_after() {
@@ -196,17 +196,8 @@ fn a_holder_killed_with_sigkill_leaks_no_slot() {
     let env = TestEnv::new();
     let log = env.work().join("stamps.log");
     let config = env.write("registry.toml", stamping_registry(&log, "30", 8));
-    let mut holder = std::process::Command::new(crate::common::bin())
-        .args(["exec", "--json", "--config"])
-        .arg(&config)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", env.root.path().join("home"))
-        .env("AGENT_REACH_HOME", env.ar_home())
-        .current_dir(env.work())
-        .stdin(std::process::Stdio::piped())
+    let mut holder = exec_process(&env, "--json", &config)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .process_group(0)
         .spawn()
         .unwrap();
@@ -305,17 +296,8 @@ fn when_the_queue_is_full_the_newest_requests_get_busy() {
 /// Starts `exec --json` of the stamping tool with argument `n`, its answer
 /// on a pipe.
 fn spawn_stamp(env: &TestEnv, config: &std::path::Path, n: u64) -> std::process::Child {
-    let mut child = std::process::Command::new(crate::common::bin())
-        .args(["exec", "--json", "--config"])
-        .arg(config)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", env.root.path().join("home"))
-        .env("AGENT_REACH_HOME", env.ar_home())
-        .current_dir(env.work())
-        .stdin(std::process::Stdio::piped())
+    let mut child = exec_process(env, "--json", config)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     {

@@ -1,0 +1,37 @@
+"""What the Python benches that drive a listener share: a free loopback
+port, waiting for a server to listen on it, and the bare fork+exec
+baseline."""
+
+import os
+import shutil
+import socket
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port):
+    end = time.time() + 30
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+def fork_exec_calls(n):
+    """Seconds of each of `n` bare fork+execs of `true` (posix_spawn and wait)."""
+    true = shutil.which("true")
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        pid = os.posix_spawn(true, [true], os.environ)
+        os.waitpid(pid, 0)
+        times.append(time.perf_counter() - t)
+    return times
