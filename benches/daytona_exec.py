@@ -23,7 +23,7 @@ import time
 from daytona import Daytona, DaytonaConfig
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
-from loopback import fork_exec_calls, free_port, wait_for  # noqa: E402
+from loopback import fork_exec_calls, free_port, interleaved, stop, wait_for  # noqa: E402
 
 TOKEN = "bench-token"
 BLOCK = 25
@@ -77,22 +77,15 @@ def main(args):
         conn = http.client.HTTPConnection("127.0.0.1", runtime_port)
         sdk_calls(sandbox, 5)
         runtime_calls(conn, 5)
-        samples = {"daytona SDK process.exec": [], "python-runtime /execute": [], "bare fork+exec": []}
-        done = 0
-        while done < args.calls:
-            n = min(BLOCK, args.calls - done)
-            samples["daytona SDK process.exec"] += sdk_calls(sandbox, n)
-            samples["python-runtime /execute"] += runtime_calls(conn, n)
-            samples["bare fork+exec"] += fork_exec_calls(n)
-            done += n
+        samples = interleaved(args.calls, BLOCK, {
+            "daytona SDK process.exec": lambda n: sdk_calls(sandbox, n),
+            "python-runtime /execute": lambda n: runtime_calls(conn, n),
+            "bare fork+exec": fork_exec_calls,
+        })
         for name, times in samples.items():
             print(f"{name} ('true') x{args.calls}: median {statistics.median(times) * 1000:.2f} ms")
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
         shutil.rmtree(work, ignore_errors=True)
 
 

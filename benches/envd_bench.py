@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "common"))
 sys.path.insert(0, os.path.join(HERE, "common"))
 from grpc_wire import event, field, start_request  # noqa: E402
-from loopback import fork_exec_calls, free_port, wait_for  # noqa: E402
+from loopback import fork_exec_calls, free_port, interleaved, stop, wait_for  # noqa: E402
 
 BLOCK = 25
 
@@ -163,14 +163,11 @@ def main(args):
         # 1. Round trips.
         sdk_calls(sandbox, 5)
         execute_calls(execute, 5)
-        samples = {"e2b SDK commands.run": [], "sandboxd-grpc Execute": [], "bare fork+exec": []}
-        done = 0
-        while done < args.calls:
-            n = min(BLOCK, args.calls - done)
-            samples["e2b SDK commands.run"] += sdk_calls(sandbox, n)
-            samples["sandboxd-grpc Execute"] += execute_calls(execute, n)
-            samples["bare fork+exec"] += fork_exec_calls(n)
-            done += n
+        samples = interleaved(args.calls, BLOCK, {
+            "e2b SDK commands.run": lambda n: sdk_calls(sandbox, n),
+            "sandboxd-grpc Execute": lambda n: execute_calls(execute, n),
+            "bare fork+exec": fork_exec_calls,
+        })
         medians = {name: statistics.median(t) * 1000 for name, t in samples.items()}
         for name, ms in medians.items():
             print(f"round trip of 'true' x{args.calls}, {name}: median {ms:.2f} ms")
@@ -201,11 +198,7 @@ def main(args):
         for handle in handles:
             handle.kill()
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
         shutil.rmtree(work, ignore_errors=True)
 
 

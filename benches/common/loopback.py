@@ -5,6 +5,7 @@ baseline."""
 import os
 import shutil
 import socket
+import subprocess
 import time
 
 
@@ -35,3 +36,27 @@ def fork_exec_calls(n):
         os.waitpid(pid, 0)
         times.append(time.perf_counter() - t)
     return times
+
+
+def interleaved(calls, block, runners):
+    """Seconds per call of each runner (`name -> f(n)` returning n times),
+    `calls` each, run in blocks of `block` taking turns, so that a change
+    of machine load hits every runner alike."""
+    samples = {name: [] for name in runners}
+    done = 0
+    while done < calls:
+        n = min(block, calls - done)
+        for name, run in runners.items():
+            samples[name] += run(n)
+        done += n
+    return samples
+
+
+def stop(server):
+    """Terminates a server started with subprocess.Popen, killing it if it
+    lingers."""
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
