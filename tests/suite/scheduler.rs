@@ -294,10 +294,12 @@ fn when_the_queue_is_full_the_newest_requests_get_busy() {
 }
 
 /// Starts `exec --json` of the stamping tool with argument `n`, its answer
-/// on a pipe.
+/// on a pipe, in a process group of its own.
 fn spawn_stamp(env: &TestEnv, config: &std::path::Path, n: u64) -> std::process::Child {
     let mut child = exec_process(env, "--json", config)
         .stdout(std::process::Stdio::piped())
+        // A group of its own: a test can kill it with its command.
+        .process_group(0)
         .spawn()
         .unwrap();
     {
@@ -313,7 +315,18 @@ fn spawn_stamp(env: &TestEnv, config: &std::path::Path, n: u64) -> std::process:
     child
 }
 
-fn status_of(child: std::process::Child) -> String {
+/// The status of an `exec --json` answer, the process killed (and the test
+/// failed) if it has not answered within a minute.
+fn status_of(mut child: std::process::Child) -> String {
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("exec --json did not answer within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let out = child.wait_with_output().unwrap();
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
@@ -381,4 +394,73 @@ fn processes_waiting_side_by_side_run_in_arrival_order_and_share_one_queue_bound
     assert_eq!(ran, ["0", "1", "2", "3", "4"], "{spans:?}");
     assert_one_after_the_other(&spans);
     assert_eq!(tickets(&env), 0, "no ticket is left behind");
+}
+
+#[test]
+fn processes_killed_at_random_while_holding_or_waiting_leak_nothing() {
+    let env = TestEnv::new();
+    let log = env.work().join("stamps.log");
+    let registry = stamping_registry(&log, "0.3", 16).replace("global = 1", "global = 2");
+    let config = env.write("registry.toml", registry);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    println!("seed {seed}");
+    let mut state = seed | 1;
+    let mut next = move || {
+        // xorshift64: enough to pick victims, and the seed says which.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut children: Vec<(u64, Option<std::process::Child>)> = (1..=8)
+        .map(|n| (n, Some(spawn_stamp(&env, &config, n))))
+        .collect();
+    std::thread::sleep(Duration::from_millis(150 + next() % 300));
+    // Three of them die with their commands, holders or waiters alike.
+    let mut killed = Vec::new();
+    while killed.len() < 3 {
+        let pick = (next() % 8) as usize;
+        if let (n, Some(child)) = &mut children[pick] {
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            killed.push(*n);
+            children[pick].1 = None;
+        }
+    }
+    for (n, child) in children {
+        if let Some(child) = child {
+            assert_eq!(
+                status_of(child),
+                "success",
+                "process {n} (seed {seed}, killed {killed:?})"
+            );
+        }
+    }
+    let spans = intervals(&log);
+    let mut events: Vec<(u128, i32)> = spans
+        .iter()
+        .flat_map(|(_, start, end)| [(*start, 1), (*end, -1)])
+        .collect();
+    events.sort_by_key(|(at, change)| (*at, *change));
+    let mut running = 0;
+    for (_, change) in events {
+        running += change;
+        assert!(
+            running <= 2,
+            "more than global = 2 ran at once (seed {seed}): {spans:?}"
+        );
+    }
+    // Nothing of the dead is held: a newcomer starts at once, and the
+    // dead waiters' tickets are gone once it has looked.
+    let started = Instant::now();
+    assert_eq!(status_of(spawn_stamp(&env, &config, 9)), "success");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "a newcomer waited {:?} (seed {seed}, killed {killed:?})",
+        started.elapsed()
+    );
+    assert_eq!(tickets(&env), 0, "tickets left (seed {seed})");
 }
