@@ -138,13 +138,14 @@ def main(args):
     work = tempfile.mkdtemp(prefix="ar-envd-bench-")
     root = os.path.join(work, "root")
     os.mkdir(root)
-    # Room for the live processes of part 3 (each holds a scheduler slot).
+    # Room for the live processes of part 3 (each holds a scheduler slot
+    # and a session seat).
     registry = os.path.join(work, "registry.toml")
     with open(registry, "w") as f:
         f.write(f"allow_raw_commands = true\n[scheduler]\nglobal = {args.live + 8}\n")
     envd_port, grpc_port = free_port(), free_port()
     server = subprocess.Popen(
-        [args.bin, "serve", "--root", root, "--config", registry,
+        [args.bin, "serve", "--root", root, "--config", registry, "--max-sessions", str(args.live + 8), "--max-sessions-per-client", str(args.live + 8),
          "--listen", f"envd=127.0.0.1:{envd_port}",
          "--listen", f"sandboxd-grpc=127.0.0.1:{grpc_port}",
          "--log-file", os.path.join(work, "serve.log")],
