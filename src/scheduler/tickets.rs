@@ -25,7 +25,9 @@
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -60,7 +62,7 @@ impl Place {
         Self {
             rank,
             nanos: monotonic_nanos(),
-            pid: std::process::id(),
+            pid: this_pid(),
             n,
         }
     }
@@ -82,6 +84,12 @@ impl Place {
         };
         parts.next().is_none().then_some(place)
     }
+}
+
+/// This process's id, asked of the kernel once.
+fn this_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// Nanoseconds on the monotonic clock, shared by every process of the
@@ -127,7 +135,14 @@ pub(crate) struct Other {
 /// Holding the queue lock; dropping it lets the next process in.
 #[derive(Debug)]
 pub(crate) struct QueueGuard {
-    _lock: Flock<File>,
+    file: Arc<File>,
+}
+
+impl Drop for QueueGuard {
+    fn drop(&mut self) {
+        // SAFETY: flock on a descriptor the Arc keeps open.
+        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
+    }
 }
 
 /// The queue directory of one process.
@@ -135,7 +150,7 @@ pub(crate) struct QueueGuard {
 pub(crate) struct Queue {
     dir: PathBuf,
     slots_dir: PathBuf,
-    lock: File,
+    lock: Arc<File>,
 }
 
 impl Queue {
@@ -154,7 +169,7 @@ impl Queue {
         Ok(Self {
             dir,
             slots_dir: slots_dir.to_owned(),
-            lock,
+            lock: Arc::new(lock),
         })
     }
 
@@ -162,15 +177,20 @@ impl Queue {
     /// a few system calls). `None` when it cannot be taken: the queue is
     /// then this process's alone for this step.
     pub(crate) fn hold(&self) -> Option<QueueGuard> {
-        // A second descriptor of the same open file: locks belong to the
-        // open file, and this process's own steps are already one at a time
-        // under the scheduler's mutex.
-        let file = self.lock.try_clone().ok()?;
-        match Flock::lock(file, FlockArg::LockExclusive) {
-            Ok(lock) => Some(QueueGuard { _lock: lock }),
-            Err((_, err)) => {
+        // The one descriptor this process keeps open (no dup and close per
+        // step): the lock belongs to the open file, and this process's own
+        // steps are already one at a time under the scheduler's mutex.
+        loop {
+            // SAFETY: flock on a descriptor the Arc keeps open.
+            if unsafe { libc::flock(self.lock.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Some(QueueGuard {
+                    file: self.lock.clone(),
+                });
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
                 tracing::debug!(error = %err, "cannot take the queue lock");
-                None
+                return None;
             }
         }
     }
