@@ -23,7 +23,7 @@ import time
 from daytona import Daytona, DaytonaConfig
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "common"))
-from loopback import fork_exec_calls, free_port, interleaved, stop, wait_for  # noqa: E402
+from loopback import fork_exec_calls, free_port, interleaved, stop, timed, wait_for  # noqa: E402
 
 TOKEN = "bench-token"
 BLOCK = 25
@@ -32,27 +32,18 @@ BLOCK = 25
 
 
 def sdk_calls(sandbox, n):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        r = sandbox.process.exec("true")
-        times.append(time.perf_counter() - t)
-        assert r.exit_code == 0, r
-    return times
+    return timed(n, lambda: sandbox.process.exec("true"), lambda r: r.exit_code == 0)
 
 
 def runtime_calls(conn, n):
     body = json.dumps({"command": "true"})
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        conn.request("POST", "/execute", body=body, headers=headers)
-        answer = json.loads(conn.getresponse().read())
-        times.append(time.perf_counter() - t)
-        assert answer["exit_code"] == 0, answer
-    return times
 
+    def call():
+        conn.request("POST", "/execute", body=body, headers=headers)
+        return json.loads(conn.getresponse().read())
+
+    return timed(n, call, lambda answer: answer["exit_code"] == 0)
 
 
 def main(args):

@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "common"))
 sys.path.insert(0, os.path.join(HERE, "common"))
 from grpc_wire import event, field, start_request  # noqa: E402
-from loopback import fork_exec_calls, free_port, interleaved, stop, wait_for  # noqa: E402
+from loopback import fork_exec_calls, free_port, interleaved, stop, timed, wait_for  # noqa: E402
 
 BLOCK = 25
 
@@ -52,26 +52,14 @@ def rss_kib(pid):
 
 
 def sdk_calls(sandbox, n):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        r = sandbox.commands.run("true")
-        times.append(time.perf_counter() - t)
-        assert r.exit_code == 0, r
-    return times
+    return timed(n, lambda: sandbox.commands.run("true"), lambda r: r.exit_code == 0)
 
 
 def execute_calls(execute, n):
     request = start_request("true")
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        answer = execute(request, timeout=30)
-        times.append(time.perf_counter() - t)
-        # ExecuteResponse{exit_code = 1}: a zero exit code is not sent.
-        assert not answer or answer[0] != 0x08 or answer[1] == 0, answer
-    return times
-
+    # ExecuteResponse{exit_code = 1}: a zero exit code is not sent.
+    return timed(n, lambda: execute(request, timeout=30),
+                 lambda answer: not answer or answer[0] != 0x08 or answer[1] == 0)
 
 
 def envd_start_request(script):

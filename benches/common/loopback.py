@@ -60,3 +60,15 @@ def stop(server):
         server.wait(timeout=10)
     except subprocess.TimeoutExpired:
         server.kill()
+
+
+def timed(n, call, check):
+    """Seconds of each of `n` calls of `call()`; `check(answer)` after each,
+    outside the timing, must hold."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        answer = call()
+        times.append(time.perf_counter() - t)
+        assert check(answer), answer
+    return times
