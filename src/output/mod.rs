@@ -18,6 +18,8 @@ pub(crate) mod scan;
 pub(crate) mod screen;
 pub mod spill;
 mod spill_lock;
+#[cfg(unix)]
+pub(crate) use spill_lock::make_private_dir;
 pub mod terminal;
 #[cfg(test)]
 mod terminal_captures;

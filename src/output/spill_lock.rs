@@ -61,8 +61,9 @@ pub(super) fn remove_if_unlocked(path: &Path) -> bool {
     }
 }
 
-/// Makes the store's directory (and its parents), private to the user.
-pub(super) fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+/// Makes a store's directory (and its parents), private to the user: the
+/// spill files here, the shared result cache (`registry::cache_store`).
+pub(crate) fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]

@@ -13,6 +13,7 @@
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -87,9 +88,7 @@ impl FileStore {
     /// when it cannot be made: the cache is then this process's alone.
     pub(crate) fn open(home: &Path) -> Option<Self> {
         let dir = home.join(STORE_DIR);
-        let mut builder = std::fs::DirBuilder::new();
-        std::os::unix::fs::DirBuilderExt::mode(builder.recursive(true), 0o700);
-        match builder.create(&dir) {
+        match crate::output::make_private_dir(&dir) {
             Ok(()) => Some(Self {
                 dir,
                 writes: AtomicU64::new(0),
@@ -143,7 +142,7 @@ impl FileStore {
                 let mut file = std::fs::OpenOptions::new()
                     .create_new(true)
                     .write(true)
-                    .mode_private()
+                    .mode(0o600)
                     .open(&fresh)?;
                 file.write_all(&bytes)
             })
@@ -207,17 +206,6 @@ impl FileStore {
         for (path, _) in files.into_iter().take(excess) {
             let _ = std::fs::remove_file(path);
         }
-    }
-}
-
-/// Opening a file private to the user.
-trait PrivateMode {
-    fn mode_private(&mut self) -> &mut Self;
-}
-
-impl PrivateMode for std::fs::OpenOptions {
-    fn mode_private(&mut self) -> &mut Self {
-        std::os::unix::fs::OpenOptionsExt::mode(self, 0o600)
     }
 }
 
