@@ -270,8 +270,7 @@ impl Broker {
         attach: Option<Attach>,
     ) -> Result<Live, BrokerError> {
         let ticket = self.inner.sessions.admit(caller, what)?;
-        let mut plan = self.plan(caller, request)?;
-        plan.demand.caller = caller.to_string();
+        let plan = self.plan(caller, request)?;
         let slot = self.slot(plan.demand.clone(), START_SLOT_WAIT).await?;
         launch(ticket, plan, attach, Some(slot))
     }
@@ -353,12 +352,17 @@ impl Broker {
         files.place(path).map_err(|e| e.to_string())
     }
 
+    /// Plans `request` for `caller`: callers take turns in the scheduler,
+    /// so the demand names whose it is.
     fn plan(&self, caller: &Caller, request: &Request) -> Result<Plan, Rejection> {
         tracing::debug!(caller = %caller, "planned");
-        self.inner
+        let mut plan = self
+            .inner
             .dispatcher
             .planner()
-            .plan(request, Door::Listener)
+            .plan(request, Door::Listener)?;
+        plan.demand.caller = caller.to_string();
+        Ok(plan)
     }
 }
 
