@@ -145,6 +145,11 @@ impl Inner {
     /// `Drop`, which takes the lock again).
     fn grant(self: &Arc<Self>) {
         let granted = self.lock().grant_ready();
+        self.wake(granted);
+    }
+
+    /// Hands the granted waiters their permits.
+    fn wake(self: &Arc<Self>, granted: Vec<(Demand, Option<Hold>, Waker)>) {
         for (demand, hold, sender) in granted {
             drop(sender.send(Permit {
                 inner: self.clone(),
@@ -321,7 +326,7 @@ impl Scheduler {
     /// nobody waits before it and everything it needs is free, else queued
     /// behind every earlier request; [`Busy`] when the queue is full.
     pub(crate) fn admit(&self, demand: Demand) -> Result<Admission, Busy> {
-        let (key, receiver) = {
+        let (key, receiver, granted) = {
             let mut state = self.inner.lock();
             // Machine-wide, under the queue lock: the other processes'
             // waiters seen now are all that arrived before this request.
@@ -342,11 +347,12 @@ impl Scheduler {
                 return Err(busy(&self.inner, &state, others.len()));
             }
             let (sender, receiver) = oneshot::channel();
-            (state.enqueue(demand, sender), receiver)
+            let key = state.enqueue(demand, sender);
+            // Whoever now fits starts, in order (this newcomer too, if
+            // nobody before it can run), under the same look at the queue.
+            (key, receiver, state.grant_ready_seeing(&others))
         };
-        // Whoever now fits starts, in order (this newcomer too, if nobody
-        // before it can run).
-        self.inner.grant();
+        self.inner.wake(granted);
         Ok(Admission::Queued(Waiter {
             inner: self.inner.clone(),
             key: Some(key),

@@ -159,16 +159,25 @@ impl<T> State<T> {
     /// process that could start (one blocked on its own group or key holds
     /// nobody back); that process starts it at its next look.
     pub(super) fn grant_ready(&mut self) -> Vec<(Demand, Option<Hold>, T)> {
-        let mut granted = Vec::new();
         if self.waiting.is_empty() {
-            return granted;
+            return Vec::new();
         }
         let _queue = self.hold_queue();
         let others = self.others();
+        self.grant_ready_seeing(&others)
+    }
+
+    /// [`grant_ready`](Self::grant_ready) under a queue lock the caller
+    /// holds, with the other processes' waiters it has just looked at.
+    pub(super) fn grant_ready_seeing(
+        &mut self,
+        others: &[Other],
+    ) -> Vec<(Demand, Option<Hold>, T)> {
+        let mut granted = Vec::new();
         let keys: Vec<WaitKey> = self.waiting.keys().cloned().collect();
         for key in keys {
             if let Some((place, _)) = self.places.get(&key)
-                && someone_before(&others, *place)
+                && someone_before(others, *place)
             {
                 continue;
             }
