@@ -206,14 +206,7 @@ fn a_holder_killed_with_sigkill_leaks_no_slot() {
         let mut stdin = holder.stdin.take().unwrap();
         writeln!(stdin, "{}", json!({"tool": "stamp", "args": {"n": 1}})).unwrap();
     }
-    let waiting = Instant::now();
-    while intervals_started(&log) == 0 {
-        assert!(
-            waiting.elapsed() < Duration::from_secs(20),
-            "the holder never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_the_holder(&log);
     // The holder (not its command) dies without a word.
     unsafe { libc::kill(holder.id() as i32, libc::SIGKILL) };
     let _ = holder.wait();
@@ -235,6 +228,18 @@ fn a_holder_killed_with_sigkill_leaks_no_slot() {
         "the next command waited {:?} for a dead holder's slot",
         started.elapsed()
     );
+}
+
+/// Waits (up to 20 s) until the first command has stamped its start.
+fn wait_for_the_holder(log: &std::path::Path) {
+    let waiting = Instant::now();
+    while intervals_started(log) == 0 {
+        assert!(
+            waiting.elapsed() < Duration::from_secs(20),
+            "the holder never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn intervals_started(log: &std::path::Path) -> usize {
@@ -359,14 +364,7 @@ fn processes_waiting_side_by_side_run_in_arrival_order_and_share_one_queue_bound
     );
     let config = env.write("registry.toml", registry);
     let holder = spawn_stamp(&env, &config, 0);
-    let waiting = Instant::now();
-    while intervals_started(&log) == 0 {
-        assert!(
-            waiting.elapsed() < Duration::from_secs(20),
-            "the holder never started"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_the_holder(&log);
     // Four processes arrive one after the other while the slot is held,
     // each once the one before has its place in the queue.
     let mut waiters = Vec::new();
