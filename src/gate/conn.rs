@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{Request, Response};
+use axum::http::{HeaderValue, Request, Response, Version, header};
+use http_body::Body as _;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
@@ -195,11 +196,27 @@ where
         let tracking = activity.clone();
         let per_request = tower::service_fn(move |request: Request<Incoming>| {
             let in_flight = InFlight::start(tracking.clone());
-            let mut request = request.map(Body::new);
+            let http1 = request.version() < Version::HTTP_2;
+            let read = Arc::new(AtomicBool::new(request.body().is_end_stream()));
+            let mut request = request.map(|inner| {
+                Body::new(ReadToEnd {
+                    inner,
+                    read: read.clone(),
+                })
+            });
             request.extensions_mut().insert(ConnectInfo(peer));
             let answer = service.clone().oneshot(request);
             async move {
-                let response = answer.await?;
+                let mut response = answer.await?;
+                if http1 && !read.load(Ordering::Acquire) {
+                    // hyper closes a connection whose request body was not
+                    // read to its end (a refusal at the gate, a door's
+                    // early error); saying so keeps a client from sending
+                    // its next request on it as the close arrives.
+                    response
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
                 Ok::<_, Infallible>(response.map(|body| {
                     Body::new(Tracked {
                         inner: body,
@@ -358,6 +375,36 @@ impl http_body::Body for Tracked {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request's body, raising `read` once it has been read to its end.
+struct ReadToEnd {
+    inner: Incoming,
+    read: Arc<AtomicBool>,
+}
+
+impl http_body::Body for ReadToEnd {
+    type Data = axum::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.read.store(true, Ordering::Release);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

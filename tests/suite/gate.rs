@@ -607,3 +607,33 @@ fn a_chunked_body_growing_over_the_limit_is_cut_with_413() {
         );
     }
 }
+
+/// A refusal that leaves the request's body unread ends the connection, and
+/// says so (`Connection: close`): a client keeping the connection for its
+/// next request would otherwise send it as the close arrives (the `mcp`
+/// SDK 2.x's client did, "Server disconnected without sending a response").
+#[test]
+fn a_refusal_before_the_body_says_the_connection_closes() {
+    let env = TestEnv::new();
+    let (_server, addrs) = serve_every_door(&env, &[]);
+    for door in DOORS {
+        let addr = addrs[door.protocol];
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(LIMIT)).unwrap();
+        // The head only: the body it announces is never sent.
+        let head = format!(
+            "POST {} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {}\r\nContent-Length: 100000\r\n\r\n",
+            door.path, door.content_type
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+        let (head, _) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        assert!(
+            head.lines().any(|l| l.trim() == "connection: close"),
+            "{}: a refusal with its body unread does not say the connection closes: {head:?}",
+            door.protocol
+        );
+    }
+}
