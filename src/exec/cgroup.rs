@@ -37,8 +37,19 @@ pub(crate) fn release_pool() {
     }
 }
 
-extern "C" fn release_pool_at_exit() {
+extern "C" fn release_pools_at_exit_hook() {
     release_pool();
+    super::pids_limit::release_pool();
+}
+
+/// Registers, once, the removal at exit of both pools (this one and the
+/// v1 `pids` groups') before the first directory is kept.
+pub(crate) fn release_pools_at_exit() {
+    static AT_EXIT: Once = Once::new();
+    // SAFETY: registering a plain extern "C" function.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(release_pools_at_exit_hook);
+    });
 }
 
 /// The cgroup2 directory we run in, if there is a cgroup2 mount.
@@ -193,6 +204,15 @@ impl CgroupGuard {
     /// the controller cannot be had.
     pub(crate) fn set_pids_max(&self, max: u64) -> std::io::Result<()> {
         static ENABLED: Once = Once::new();
+        // Set once the controller could not be had: later commands do not
+        // look for it again (a hybrid machine's cgroup2 carries none).
+        static NO_CONTROLLER: AtomicBool = AtomicBool::new(false);
+        if NO_CONTROLLER.load(Ordering::Relaxed) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "no pids controller in cgroup2",
+            ));
+        }
         let file = self.dir.join("pids.max");
         if !file.exists() {
             ENABLED.call_once(|| {
@@ -201,7 +221,16 @@ impl CgroupGuard {
                 }
             });
         }
-        fs::write(file, max.to_string())
+        let written = fs::write(file, max.to_string());
+        if let Err(err) = &written
+            && matches!(
+                err.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            )
+        {
+            NO_CONTROLLER.store(true, Ordering::Relaxed);
+        }
+        written
     }
 
     /// An fd open on `cgroup.procs` for writing: a child writes `0` to it
@@ -274,11 +303,7 @@ impl CgroupGuard {
         }
         let mut pool = pool();
         if pool.len() < POOL_MAX && !state.killed {
-            static AT_EXIT: Once = Once::new();
-            // SAFETY: registering a plain extern "C" function.
-            AT_EXIT.call_once(|| unsafe {
-                libc::atexit(release_pool_at_exit);
-            });
+            release_pools_at_exit();
             pool.push(self.dir.clone());
             state.released = true;
             return;

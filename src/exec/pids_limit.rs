@@ -22,7 +22,7 @@ pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::cgroup::{CgroupGuard, dead_owners_dirs};
@@ -79,7 +79,7 @@ impl PidsHold {
     pub(crate) fn child(&self) -> ChildLimits {
         match self {
             PidsHold::CgroupV1(guard) => ChildLimits {
-                join_procs: Some(guard.procs.as_raw_fd()),
+                join_procs: Some(guard.procs_fd()),
                 nproc: None,
             },
             PidsHold::Rlimit(max) => ChildLimits {
@@ -111,16 +111,43 @@ pub(crate) struct ChildLimits {
     pub(crate) nproc: Option<u64>,
 }
 
-/// Owns one command's cgroup in the v1 `pids` hierarchy; removes it when
-/// dropped (once the command's processes are gone).
+/// Empty v1 `pids` groups of finished commands, kept for the next ones
+/// (as [`super::cgroup`] keeps its cgroup v2 directories): a `mkdir` and a
+/// `rmdir` in the v1 hierarchy per command cost more than the rest of a
+/// trivial command's start, and each removal a kworker's time after it.
+static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
+/// How many empty v1 groups the pool keeps at most.
+const POOL_MAX: usize = 64;
+
+/// A pooled group: its directory, its `cgroup.procs` kept open, and the
+/// `pids.max` it holds.
 #[derive(Debug)]
-pub(crate) struct PidsCgroupGuard {
+struct Pooled {
     dir: PathBuf,
     procs: OwnedFd,
+    max: u64,
+}
+
+/// Removes the pooled v1 groups; runs at exit with the cgroup v2 pool's
+/// release (a process killed with SIGKILL leaves them to the next start's
+/// sweep, as their names carry its pid).
+pub(crate) fn release_pool() {
+    for pooled in crate::sync::lock(&POOL).drain(..) {
+        let _ = fs::remove_dir(pooled.dir);
+    }
+}
+
+/// Owns one command's cgroup in the v1 `pids` hierarchy; when dropped
+/// (once the command's processes are gone) puts it back in the pool if it
+/// is empty, else removes it.
+#[derive(Debug)]
+pub(crate) struct PidsCgroupGuard {
+    group: Option<Pooled>,
 }
 
 impl PidsCgroupGuard {
-    /// `agent-reach-<tag>` under our own v1 `pids` cgroup, with `pids.max`.
+    /// A pooled group, or `agent-reach-<tag>` made under our own v1
+    /// `pids` cgroup, holding `pids.max` = `max`.
     pub(crate) fn create(tag: &str, max: u64) -> std::io::Result<Self> {
         let base = own_v1_pids_dir().ok_or_else(|| {
             std::io::Error::new(
@@ -129,6 +156,14 @@ impl PidsCgroupGuard {
             )
         })?;
         remove_stale_once(base);
+        let pooled = crate::sync::lock(&POOL).pop();
+        if let Some(mut group) = pooled {
+            if group.max == max || fs::write(group.dir.join("pids.max"), max.to_string()).is_ok() {
+                group.max = max;
+                return Ok(Self { group: Some(group) });
+            }
+            let _ = fs::remove_dir(&group.dir);
+        }
         let dir = base.join(format!("{PREFIX}{tag}"));
         fs::create_dir(&dir)?;
         let opened = fs::write(dir.join("pids.max"), max.to_string()).and_then(|()| {
@@ -138,8 +173,11 @@ impl PidsCgroupGuard {
         });
         match opened {
             Ok(procs) => Ok(Self {
-                dir,
-                procs: OwnedFd::from(procs),
+                group: Some(Pooled {
+                    dir,
+                    procs: OwnedFd::from(procs),
+                    max,
+                }),
             }),
             Err(err) => {
                 let _ = fs::remove_dir(&dir);
@@ -147,14 +185,36 @@ impl PidsCgroupGuard {
             }
         }
     }
+
+    /// The group's `cgroup.procs`, open for writing.
+    fn procs_fd(&self) -> RawFd {
+        self.group
+            .as_ref()
+            .map_or(-1, |group| group.procs.as_raw_fd())
+    }
 }
 
 impl Drop for PidsCgroupGuard {
     fn drop(&mut self) {
+        let Some(group) = self.group.take() else {
+            return;
+        };
+        // No task charged to it any more (the last ones are reaped):
+        // empty, and fit for the next command.
+        let empty = super::procfs::read_small(group.dir.join("pids.current"))
+            .is_some_and(|current| current.trim() == "0");
+        if empty {
+            let mut pool = crate::sync::lock(&POOL);
+            if pool.len() < POOL_MAX {
+                super::cgroup::release_pools_at_exit();
+                pool.push(group);
+                return;
+            }
+        }
         // The command's processes were killed with its execution; the last
         // ones may still be exiting.
         for _ in 0..40 {
-            match fs::remove_dir(&self.dir) {
+            match fs::remove_dir(&group.dir) {
                 Ok(()) => return,
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
                 Err(_) => std::thread::sleep(Duration::from_millis(5)),
@@ -243,17 +303,29 @@ mod tests {
     }
 
     #[test]
-    fn a_v1_pids_group_carries_the_limit_and_goes_with_its_guard() {
+    fn a_v1_pids_group_carries_the_limit_and_is_kept_for_the_next_command() {
         let Ok(guard) = PidsCgroupGuard::create(&crate::exec::new_session_tag(), 7) else {
             eprintln!("SKIPPED: no writable cgroup v1 pids hierarchy here");
             return;
         };
-        let dir = guard.dir.clone();
+        let dir = guard.group.as_ref().unwrap().dir.clone();
         assert_eq!(
             fs::read_to_string(dir.join("pids.max")).unwrap().trim(),
             "7"
         );
         drop(guard);
-        assert!(!dir.exists());
+        assert!(dir.exists(), "an empty group is pooled, not removed");
+        // The next command's group holds its own limit, pooled or not.
+        let next = PidsCgroupGuard::create(&crate::exec::new_session_tag(), 9).unwrap();
+        let next_dir = next.group.as_ref().unwrap().dir.clone();
+        assert_eq!(
+            fs::read_to_string(next_dir.join("pids.max"))
+                .unwrap()
+                .trim(),
+            "9"
+        );
+        drop(next);
+        release_pool();
+        assert!(!next_dir.exists(), "the pool is removed at exit");
     }
 }
