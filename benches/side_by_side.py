@@ -150,6 +150,16 @@ def report(title, names, samples, unit, scale):
         print(f"  {name}: median {median:.3f} {unit} ({len(s)} samples), ratio to the baseline {median / medians[0]:.3f}")
 
 
+def round_trips(title, names, servers, blocks):
+    """Warms each server up, then reports its round trips side by side."""
+    for server in servers:
+        for _ in range(20):
+            server.round_trip()
+    report(title, names,
+           side_by_side(servers, blocks, lambda s: [s.round_trip() for _ in range(BLOCK)]),
+           "ms", 1e3)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--blocks", type=int, default=40)
@@ -161,12 +171,7 @@ def main():
     works = [tempfile.mkdtemp(prefix="side-by-side-") for _ in args.binaries]
     try:
         mcps = [Mcp(b, w) for b, w in zip(args.binaries, works)]
-        for mcp in mcps:
-            for _ in range(20):
-                mcp.round_trip()
-        report("MCP exec_command `true` over stdio, one at a time", names,
-               side_by_side(mcps, args.blocks, lambda m: [m.round_trip() for _ in range(BLOCK)]),
-               "ms", 1e3)
+        round_trips("MCP exec_command `true` over stdio, one at a time", names, mcps, args.blocks)
         for in_flight in (8, 32):
             report(f"the same, {in_flight} in flight ({RATE_CALLS} calls a sample)", names,
                    side_by_side(mcps, max(args.blocks // 4, 4), lambda m: [m.rate(in_flight)]),
@@ -180,12 +185,8 @@ def main():
                   "(benches/side_by_side.sh makes a venv with it)")
             return
         servers = [Grpc(b, w, grpc) for b, w in zip(args.binaries, works)]
-        for server in servers:
-            for _ in range(20):
-                server.round_trip()
-        report("sandboxd-grpc Execute `/bin/true` through grpcio, one at a time", names,
-               side_by_side(servers, args.blocks, lambda s: [s.round_trip() for _ in range(BLOCK)]),
-               "ms", 1e3)
+        round_trips("sandboxd-grpc Execute `/bin/true` through grpcio, one at a time", names,
+                    servers, args.blocks)
         for server in servers:
             server.stop()
     finally:
