@@ -20,7 +20,6 @@ Usage: python benches/side_by_side.py [--blocks N] BASELINE BIN [BIN...]
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -28,11 +27,15 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "common"))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "tests", "common"))
+sys.path.insert(0, os.path.join(here, "common"))
 from grpc_wire import start_request  # noqa: E402
+from loopback import free_port, interleaved, stop, timed, wait_for  # noqa: E402
 
 BLOCK = 50
 RATE_CALLS = 320
+WARM_UP = 20
 EXEC_TRUE = {"name": "exec_command", "arguments": {"cmd": "true"}}
 
 
@@ -60,7 +63,6 @@ class Mcp:
     def request(self, method, params):
         self.next_id += 1
         self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        return self.next_id
 
     def answer(self):
         while True:
@@ -77,10 +79,12 @@ class Mcp:
         self.request(method, params)
         return self.answer()
 
-    def round_trip(self):
-        start = time.perf_counter()
-        self.call("tools/call", EXEC_TRUE)
-        return time.perf_counter() - start
+    def round_trips(self, n):
+        return timed(n, lambda: self.call("tools/call", EXEC_TRUE), lambda _: True)
+
+    def rates(self, in_flight):
+        """`f(n)`: `n` samples of calls per second, `in_flight` kept going."""
+        return lambda n: [self.rate(in_flight) for _ in range(n)]
 
     def rate(self, in_flight):
         sent = answered = 0
@@ -102,61 +106,44 @@ class Grpc:
     """A `sandboxd-grpc` listener and a grpcio channel to it."""
 
     def __init__(self, binary, work, grpc):
-        log_path = os.path.join(work, "grpc.log")
-        self.log = open(log_path, "w+")
-        self.proc = subprocess.Popen([binary, "serve", "--listen", "sandboxd-grpc=127.0.0.1:0",
+        port = free_port()
+        self.proc = subprocess.Popen([binary, "serve", "--listen", f"sandboxd-grpc=127.0.0.1:{port}",
                                       "--root", work], stdout=subprocess.DEVNULL,
-                                     stderr=self.log, cwd=work, env=environment(work))
-        port = None
-        for _ in range(400):
-            self.log.seek(0)
-            found = re.search(r'"addr":"127\.0\.0\.1:(\d+)"', self.log.read())
-            if found:
-                port = int(found.group(1))
-                break
-            time.sleep(0.05)
-        if port is None:
-            raise SystemExit(f"{binary} did not listen (see {log_path})")
+                                     stderr=subprocess.DEVNULL, cwd=work, env=environment(work))
+        wait_for(port)
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        self.execute = self.channel.unary_unary("/process.v1.ProcessService/Execute")
-        self.request = start_request("/bin/true")
+        execute = self.channel.unary_unary("/process.v1.ProcessService/Execute")
+        request = start_request("/bin/true")
+        self.call = lambda: execute(request)
 
-    def round_trip(self):
-        start = time.perf_counter()
-        self.execute(self.request)
-        return time.perf_counter() - start
+    def round_trips(self, n):
+        return timed(n, self.call, lambda _: True)
 
     def stop(self):
         self.channel.close()
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-
-
-def side_by_side(servers, blocks, one_block):
-    """`one_block(server)` for each server in turn, `blocks` times, the
-    order swapped each time; every sample kept per server."""
-    samples = [[] for _ in servers]
-    order = list(range(len(servers)))
-    for block in range(blocks):
-        for i in (order if block % 2 == 0 else order[::-1]):
-            samples[i].extend(one_block(servers[i]))
-    return samples
+        stop(self.proc)
 
 
 def report(title, names, samples, unit, scale):
-    medians = [statistics.median(s) * scale for s in samples]
+    medians = [statistics.median(samples[name]) * scale for name in names]
     print(f"{title}:")
-    for name, median, s in zip(names, medians, samples):
-        print(f"  {name}: median {median:.3f} {unit} ({len(s)} samples), ratio to the baseline {median / medians[0]:.3f}")
+    for name, median in zip(names, medians):
+        print(f"  {name}: median {median:.3f} {unit} ({len(samples[name])} samples), "
+              f"ratio to the baseline {median / medians[0]:.3f}")
+
+
+def side_by_side(names, servers, calls, block, measure):
+    """`measure(server)(n)` of every server, in blocks taking turns."""
+    return interleaved(calls, block, {name: measure(s) for name, s in zip(names, servers)},
+                       swap=True)
 
 
 def round_trips(title, names, servers, blocks):
     """Warms each server up, then reports its round trips side by side."""
     for server in servers:
-        for _ in range(20):
-            server.round_trip()
+        server.round_trips(WARM_UP)
     report(title, names,
-           side_by_side(servers, blocks, lambda s: [s.round_trip() for _ in range(BLOCK)]),
+           side_by_side(names, servers, blocks * BLOCK, BLOCK, lambda s: s.round_trips),
            "ms", 1e3)
 
 
@@ -172,9 +159,10 @@ def main():
     try:
         mcps = [Mcp(b, w) for b, w in zip(args.binaries, works)]
         round_trips("MCP exec_command `true` over stdio, one at a time", names, mcps, args.blocks)
+        samples = max(args.blocks // 4, 4)
         for in_flight in (8, 32):
             report(f"the same, {in_flight} in flight ({RATE_CALLS} calls a sample)", names,
-                   side_by_side(mcps, max(args.blocks // 4, 4), lambda m: [m.rate(in_flight)]),
+                   side_by_side(names, mcps, samples, 1, lambda m: m.rates(in_flight)),
                    "calls/s", 1)
         for mcp in mcps:
             mcp.stop()

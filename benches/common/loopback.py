@@ -38,15 +38,18 @@ def fork_exec_calls(n):
     return times
 
 
-def interleaved(calls, block, runners):
+def interleaved(calls, block, runners, swap=False):
     """Seconds per call of each runner (`name -> f(n)` returning n times),
     `calls` each, run in blocks of `block` taking turns, so that a change
-    of machine load hits every runner alike."""
+    of machine load hits every runner alike; with `swap`, the runners'
+    order is reversed every other block (none always goes first)."""
     samples = {name: [] for name in runners}
+    order = list(runners.items())
     done = 0
     while done < calls:
         n = min(block, calls - done)
-        for name, run in runners.items():
+        turn = order[::-1] if swap and (done // block) % 2 else order
+        for name, run in turn:
             samples[name] += run(n)
         done += n
     return samples
