@@ -22,8 +22,9 @@ static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 /// and removing a cgroup costs the kernel more than the rest of a trivial
 /// command's start (and a kworker's time after each removal).
 static POOL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-/// How many empty cgroups the pool keeps at most.
-const POOL_MAX: usize = 64;
+/// How many empty cgroups the pool keeps at most (and the v1 `pids`
+/// groups' pool, `pids_limit`, as many).
+pub(super) const POOL_MAX: usize = 64;
 
 fn pool() -> MutexGuard<'static, Vec<PathBuf>> {
     crate::sync::lock(&POOL)
@@ -199,38 +200,29 @@ impl CgroupGuard {
         }
     }
 
-    /// Limits the processes inside to `max` (`pids.max`), enabling the
-    /// `pids` controller for our cgroups once if it is not yet; fails where
-    /// the controller cannot be had.
+    /// Limits the processes inside to `max` (`pids.max`); fails where the
+    /// controller cannot be had. Whether it can is found out once, at the
+    /// first command: the `pids` controller enabled for our cgroups if it
+    /// is not yet (existing ones get it too), or, where it cannot be (a
+    /// hybrid machine's cgroup2 carries none), never looked for again.
     pub(crate) fn set_pids_max(&self, max: u64) -> std::io::Result<()> {
-        static ENABLED: Once = Once::new();
-        // Set once the controller could not be had: later commands do not
-        // look for it again (a hybrid machine's cgroup2 carries none).
-        static NO_CONTROLLER: AtomicBool = AtomicBool::new(false);
-        if NO_CONTROLLER.load(Ordering::Relaxed) {
+        static AVAILABLE: OnceLock<bool> = OnceLock::new();
+        let file = self.dir.join("pids.max");
+        let available = *AVAILABLE.get_or_init(|| {
+            if !file.exists()
+                && let Some(base) = self.dir.parent()
+            {
+                let _ = fs::write(base.join("cgroup.subtree_control"), "+pids");
+            }
+            file.exists()
+        });
+        if !available {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::Unsupported,
                 "no pids controller in cgroup2",
             ));
         }
-        let file = self.dir.join("pids.max");
-        if !file.exists() {
-            ENABLED.call_once(|| {
-                if let Some(base) = self.dir.parent() {
-                    let _ = fs::write(base.join("cgroup.subtree_control"), "+pids");
-                }
-            });
-        }
-        let written = fs::write(file, max.to_string());
-        if let Err(err) = &written
-            && matches!(
-                err.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
-            )
-        {
-            NO_CONTROLLER.store(true, Ordering::Relaxed);
-        }
-        written
+        fs::write(file, max.to_string())
     }
 
     /// An fd open on `cgroup.procs` for writing: a child writes `0` to it

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::cgroup::{CgroupGuard, dead_owners_dirs};
+use super::cgroup::{CgroupGuard, POOL_MAX, dead_owners_dirs};
 
 /// Names of our v1 cgroups, as those of cgroup v2: then the session tag.
 const PREFIX: &str = "agent-reach-";
@@ -116,8 +116,6 @@ pub(crate) struct ChildLimits {
 /// `rmdir` in the v1 hierarchy per command cost more than the rest of a
 /// trivial command's start, and each removal a kworker's time after it.
 static POOL: Mutex<Vec<Pooled>> = Mutex::new(Vec::new());
-/// How many empty v1 groups the pool keeps at most.
-const POOL_MAX: usize = 64;
 
 /// A pooled group: its directory, its `cgroup.procs` kept open, and the
 /// `pids.max` it holds.
