@@ -325,6 +325,15 @@ pub(crate) fn fs_error(err: &WorkspaceError) -> ConnectError {
         WorkspaceError::IsDirectory { .. }
         | WorkspaceError::NotEmpty { .. }
         | WorkspaceError::Invalid { .. } => Code::InvalidArgument,
+        // A limit of the system (descriptors, inotify instances, space).
+        WorkspaceError::Io { source, .. }
+            if matches!(
+                source.raw_os_error(),
+                Some(libc::EMFILE | libc::ENFILE | libc::ENOSPC | libc::EDQUOT)
+            ) =>
+        {
+            Code::ResourceExhausted
+        }
         WorkspaceError::Io { .. } => Code::Internal,
     };
     ConnectError::new(code, err.to_string())
@@ -339,6 +348,17 @@ mod tests {
         assert_eq!(permissions(0o040_755), "drwxr-xr-x");
         assert_eq!(permissions(0o100_644), "-rw-r--r--");
         assert_eq!(permissions(0o120_777), "Lrwxrwxrwx");
+    }
+
+    #[test]
+    fn a_limit_of_the_system_is_resource_exhausted_and_other_failures_internal() {
+        let io = |errno| WorkspaceError::Io {
+            path: "w".into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        };
+        assert_eq!(fs_error(&io(libc::EMFILE)).code, Code::ResourceExhausted);
+        assert_eq!(fs_error(&io(libc::ENOSPC)).code, Code::ResourceExhausted);
+        assert_eq!(fs_error(&io(libc::EIO)).code, Code::Internal);
     }
 
     #[test]

@@ -160,6 +160,9 @@ struct Polled {
     /// Ends its watch (cancelled by `RemoveWatcher`; a child of the
     /// server's shutdown).
     stop: CancellationToken,
+    /// Cancelled once the watch's task has ended and let go of the watch
+    /// (its inotify instance) and of this watcher.
+    ended: CancellationToken,
     queued: Mutex<Queued>,
     _seat: SeatGuard,
 }
@@ -172,6 +175,16 @@ struct Queued {
 }
 
 impl Polled {
+    fn new(caller: Caller, stop: CancellationToken, seat: SeatGuard) -> Self {
+        Polled {
+            caller,
+            stop,
+            ended: CancellationToken::new(),
+            queued: Mutex::new(Queued::default()),
+            _seat: seat,
+        }
+    }
+
     /// Queues `events`, dropping (and counting) what exceeds the cap, and
     /// `lost` events the kernel's queue lost.
     fn push(&self, events: Vec<FilesystemEvent>, lost: u64) {
@@ -418,16 +431,16 @@ pub(crate) async fn create_watcher(
         |r: CreateWatcherRequest| async move {
             let (mut opened, seat) =
                 open(&state, &caller, &r.path, r.recursive, r.include_entry).await?;
-            let polled = Arc::new(Polled {
-                caller: caller.clone(),
-                stop: state.shutdown.child_token(),
-                queued: Mutex::new(Queued::default()),
-                _seat: seat,
-            });
+            let polled = Arc::new(Polled::new(
+                caller.clone(),
+                state.shutdown.child_token(),
+                seat,
+            ));
             let id = state.watchers.insert(Arc::clone(&polled));
             let table = state.watchers.clone();
             let watcher_id = id.clone();
             tokio::spawn(async move {
+                let ended = polled.ended.clone().drop_guard();
                 let mut lost = 0;
                 loop {
                     tokio::select! {
@@ -449,6 +462,8 @@ pub(crate) async fn create_watcher(
                 if polled.stop.is_cancelled() {
                     table.forget(&id);
                 }
+                drop((opened, polled));
+                drop(ended);
             });
             Ok(CreateWatcherResponse { watcher_id })
         },
@@ -491,7 +506,8 @@ pub(crate) async fn get_watcher_events(
     response
 }
 
-/// `POST /filesystem.Filesystem/RemoveWatcher`.
+/// `POST /filesystem.Filesystem/RemoveWatcher`: answers once the watch
+/// has ended and its seat is free.
 pub(crate) async fn remove_watcher(
     State(state): State<EnvdState>,
     Extension(caller): Extension<Caller>,
@@ -504,7 +520,13 @@ pub(crate) async fn remove_watcher(
         "filesystem.RemoveWatcherRequest",
         "filesystem.RemoveWatcherResponse",
         |r: RemoveWatcherRequest| async move {
-            state.watchers.take(&caller, &r.watcher_id)?.stop.cancel();
+            let polled = state.watchers.take(&caller, &r.watcher_id)?;
+            polled.stop.cancel();
+            let ended = polled.ended.clone();
+            drop(polled);
+            // The watch and its seat are given back before the reply, so a
+            // caller at its cap may watch again at once.
+            ended.cancelled().await;
             Ok(RemoveWatcherResponse {})
         },
     )
@@ -544,12 +566,11 @@ mod tests {
     #[test]
     fn a_polled_watcher_keeps_the_cap_and_counts_what_it_dropped() {
         let table = WatchTable::default();
-        let polled = Polled {
-            caller: caller(1),
-            stop: CancellationToken::new(),
-            queued: Mutex::new(Queued::default()),
-            _seat: table.seat(&caller(1)).unwrap(),
-        };
+        let polled = Polled::new(
+            caller(1),
+            CancellationToken::new(),
+            table.seat(&caller(1)).unwrap(),
+        );
         let change = Change {
             name: PathBuf::from("f"),
             kind: ChangeKind::Write,
@@ -565,12 +586,11 @@ mod tests {
     #[test]
     fn a_watcher_is_found_only_by_its_own_caller() {
         let table = WatchTable::default();
-        let polled = Arc::new(Polled {
-            caller: caller(1),
-            stop: CancellationToken::new(),
-            queued: Mutex::new(Queued::default()),
-            _seat: table.seat(&caller(1)).unwrap(),
-        });
+        let polled = Arc::new(Polled::new(
+            caller(1),
+            CancellationToken::new(),
+            table.seat(&caller(1)).unwrap(),
+        ));
         let id = table.insert(polled);
         assert!(table.get(&caller(1), &id).is_ok());
         assert_eq!(table.get(&caller(2), &id).unwrap_err().code, Code::NotFound);
