@@ -9,6 +9,8 @@
 # goes to target/windows, so Linux builds in target/ are not disturbed and
 # the built standard library is reused by later runs.
 #   PROFILE=dev scripts/build-windows.sh   the debug build (faster)
+#   scripts/build-windows.sh --unit-tests  the library's unit tests (a test
+#                                          .exe, built and not run)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 profile=${PROFILE:-dist}
@@ -28,6 +30,19 @@ fi
 export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_DIR="$here/target/windows"
+if [ "${1:-}" = --unit-tests ]; then
+  # The library's unit tests for Windows (the dev profile), not run: the
+  # test .exe's path is printed for Wine to run.
+  echo "build-windows: /usr/bin/cargo test -Zbuild-std=std,panic_abort --target $triple --locked --lib --no-run" >&2
+  /usr/bin/cargo test -Zbuild-std=std,panic_abort --target "$triple" --locked --lib --no-run \
+    --message-format=json --manifest-path "$here/Cargo.toml" \
+    | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        print(m["executable"])'
+  exit 0
+fi
 echo "build-windows: /usr/bin/cargo build -Zbuild-std=std,panic_abort --target $triple --profile $profile --locked" >&2
 /usr/bin/cargo build -Zbuild-std=std,panic_abort --target "$triple" --profile "$profile" \
   --locked --bin agent-reach --manifest-path "$here/Cargo.toml" >&2

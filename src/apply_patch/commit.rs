@@ -237,7 +237,9 @@ fn backup_of(path: &Path) -> io::Result<TempPath> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
     use std::fs::Permissions;
+    #[cfg(unix)]
     use std::os::unix::fs::PermissionsExt;
 
     fn stamp_of(path: &Path) -> Stamp {
@@ -273,6 +275,8 @@ mod tests {
         out
     }
 
+    // Modes are Unix's.
+    #[cfg(unix)]
     #[test]
     fn writes_replaces_removes_and_keeps_modes() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));

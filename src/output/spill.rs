@@ -376,6 +376,8 @@ mod tests {
         assert_eq!(writer.written_lines(), 2);
     }
 
+    // Modes are Unix's.
+    #[cfg(unix)]
     #[test]
     fn directory_and_files_are_private() {
         use std::os::unix::fs::PermissionsExt;

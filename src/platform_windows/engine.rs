@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use windows_sys::Win32::Foundation::{WAIT_OBJECT_0, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject};
 
-use super::codepage::{StreamDecoder, child_code_page};
+use super::codepage::{StreamDecoder, UTF8_CODE_PAGE, child_code_page};
+use super::conpty::{self, PseudoConsole};
 use super::job::JobGuard;
 use super::process::{self, StartError, StartSpec};
 use crate::exec::glue::{RenderOptions, Rendered, Sink, SinkConfig, open_spill_store};
@@ -51,6 +52,9 @@ pub(crate) struct Spec {
     /// The arguments go on the command line as they are (a `cmd.exe /c`
     /// line, which cmd parses itself), not quoted for the C runtime.
     pub(crate) verbatim_args: bool,
+    /// A pseudo console (`tty: true`; the caller checked
+    /// [`super::conpty::unavailable`]): one stream, a stdin.
+    pub(crate) tty: bool,
     /// `$AGENT_REACH_HOME`, where the spill store lives.
     pub(crate) home: PathBuf,
     /// Names spill files.
@@ -101,6 +105,10 @@ struct Inner {
     pid: u32,
     started: Instant,
     stdin: Mutex<Option<std::io::PipeWriter>>,
+    /// The command's pseudo console (`tty`), closed by the waiter once the
+    /// tree is done: it holds the output open until then.
+    console: Mutex<Option<PseudoConsole>>,
+    tty: bool,
 }
 
 impl Inner {
@@ -158,6 +166,7 @@ impl Execution {
                 stdin_pipe: spec.stdin_pipe,
                 merged: spec.merged,
                 verbatim_args: spec.verbatim_args,
+                tty: spec.tty,
             },
             &job,
         )?;
@@ -168,13 +177,18 @@ impl Execution {
                 secrets: Vec::new(),
                 keep_color: false,
                 keep_blanks: false,
-                tty: false,
+                tty: spec.tty,
                 label: format!("{}-{stream}", spec.label),
                 spill: store.clone(),
                 skim_after: SPILL_CAP_BYTES / 4,
             })
         };
-        let code_page = child_code_page();
+        // A pseudo console writes UTF-8 whatever the command's code page.
+        let code_page = if spec.tty {
+            UTF8_CODE_PAGE
+        } else {
+            child_code_page()
+        };
         let streams = if started.stderr.is_some() { 2 } else { 1 };
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
@@ -192,6 +206,8 @@ impl Execution {
             pid: started.pid,
             started: Instant::now(),
             stdin: Mutex::new(started.stdin),
+            console: Mutex::new(started.console),
+            tty: spec.tty,
         });
         spawn_reader(Arc::clone(&inner), started.stdout, 0);
         if let Some(stderr) = started.stderr {
@@ -266,6 +282,13 @@ impl Execution {
 
     /// Writes to the command's stdin (sessions).
     pub(crate) fn write_stdin(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let keystrokes;
+        let bytes = if self.owner.inner.tty {
+            keystrokes = conpty::keystrokes(bytes);
+            &keystrokes[..]
+        } else {
+            bytes
+        };
         let mut stdin = crate::sync::lock(&self.owner.inner.stdin);
         match stdin.as_mut() {
             Some(pipe) => pipe.write_all(bytes).and_then(|()| pipe.flush()),
@@ -410,6 +433,17 @@ fn watch(inner: &Inner, process: &OwnedHandle, timeout_at: Option<Instant>) {
         state.exited_at = Some(Instant::now());
     }
     inner.changed.notify_all();
+    let console = crate::sync::lock(&inner.console).take();
+    if let Some(console) = console {
+        // The console keeps its output open while it lives: what the
+        // command left running gets the settle time, then the tree is
+        // ended and the console closed (its last frame goes to the reader,
+        // then the end of its output).
+        if !wait_tree(inner, Instant::now() + EXIT_SETTLE) {
+            inner.job.terminate();
+        }
+        drop(console);
+    }
     // Output still in the pipes is read; what the command left running
     // and keeps them open is ended after the settle time.
     if !wait_streams(inner, Instant::now() + EXIT_SETTLE) {
@@ -418,6 +452,19 @@ fn watch(inner: &Inner, process: &OwnedHandle, timeout_at: Option<Instant>) {
     }
     inner.lock().done = true;
     inner.changed.notify_all();
+}
+
+/// Waits until no process of the tree runs or `until`; whether none does.
+fn wait_tree(inner: &Inner, until: Instant) -> bool {
+    loop {
+        if inner.job.active_processes().is_none_or(|n| n == 0) {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Waits until every stream is closed or `until`; whether they all closed.
@@ -435,4 +482,65 @@ fn wait_streams(inner: &Inner, until: Instant) -> bool {
             .0;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPTS: RenderOptions = RenderOptions {
+        max_output_tokens: 1000,
+        keep_color: false,
+    };
+
+    fn spec(command: &str, tty: bool, timeout: Duration) -> Spec {
+        Spec {
+            argv: vec!["cmd.exe".into(), "/d".into(), "/c".into(), command.into()],
+            cwd: std::env::temp_dir(),
+            env: std::env::vars_os().collect(),
+            timeout: Some(timeout),
+            merged: true,
+            stdin_pipe: true,
+            verbatim_args: true,
+            tty,
+            home: std::env::temp_dir().join("agent-reach-engine-tests"),
+            label: "engine-test".into(),
+        }
+    }
+
+    // The pseudo console's output is not asserted: under Wine (where these
+    // run in CI) it carries none. Its start, job, exit and close are.
+
+    #[test]
+    fn a_tty_command_exits_with_its_code_and_its_console_closes() {
+        let execution = Execution::spawn(&spec("exit 7", true, Duration::from_secs(60))).unwrap();
+        let done = execution.finish(&OPTS);
+        assert_eq!(done.exit.code, 7);
+        assert!(!done.exit.timed_out);
+        assert!(!execution.tree_alive());
+    }
+
+    #[test]
+    fn a_tty_command_past_its_timeout_is_124_and_its_tree_is_ended() {
+        let line = "start /b ping -n 300 127.0.0.1 >NUL & ping -n 300 127.0.0.1 >NUL";
+        let started = Instant::now();
+        let execution = Execution::spawn(&spec(line, true, Duration::from_secs(2))).unwrap();
+        let done = execution.finish(&OPTS);
+        assert_eq!(done.exit.exit_code(), crate::exit_code::TIMEOUT);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(!execution.tree_alive());
+    }
+
+    #[test]
+    fn a_command_on_pipes_shows_its_output_and_code() {
+        let execution =
+            Execution::spawn(&spec("echo piped& exit 3", false, Duration::from_secs(60))).unwrap();
+        let done = execution.finish(&OPTS);
+        assert_eq!(done.exit.code, 3);
+        assert_eq!(done.stdout.text, "piped\n");
+    }
 }

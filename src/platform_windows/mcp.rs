@@ -19,6 +19,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 
+use super::conpty;
 use super::engine::Execution;
 use super::path_entry::session_context;
 use super::process::resolve_program;
@@ -268,6 +269,7 @@ impl WindowsServer {
         }
         let (argv, verbatim_args) = self.shell_argv(str_arg(&args, "shell"), cmd);
         let workdir = str_arg(&args, "workdir").map(|w| self.inner.root.join(w));
+        let (tty, tty_note) = conpty::grant(args.get("tty").and_then(Value::as_bool) == Some(true));
         let command = Command {
             argv,
             workdir: Some(workdir.unwrap_or_else(|| self.inner.root.clone())),
@@ -276,6 +278,7 @@ impl WindowsServer {
                 .map(Duration::from_millis),
             env: Vec::new(),
             verbatim_args,
+            tty,
         };
         let spec = match spec_for(command, &self.inner.ctx, true, true) {
             Ok(spec) => spec,
@@ -291,10 +294,7 @@ impl WindowsServer {
         let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
             .await
             .unwrap_or(false);
-        let mut note = String::new();
-        if args.get("tty").and_then(Value::as_bool) == Some(true) {
-            note.push_str("Note: no ConPTY on Windows yet: the command runs on pipes\n");
-        }
+        let note = tty_note.map_or_else(String::new, |n| format!("Note: {n}\n"));
         let output = execution.take_output(&opts);
         let status = if finished {
             let code = execution

@@ -16,6 +16,7 @@
 //!   ([`NO_SANDBOX`]) instead of running unconfined.
 
 pub(crate) mod codepage;
+pub(crate) mod conpty;
 pub(crate) mod console;
 pub(crate) mod engine;
 pub(crate) mod job;
@@ -119,12 +120,18 @@ fn cli_main(mut ctx: ProcessContext) -> i32 {
             ctx.args = pass.args;
             crate::apply_patch::command::main(&ctx)
         }
-        Command::Doctor => crate::stdio::print_or_failure(DOCTOR),
+        Command::Doctor => crate::stdio::print_or_failure(&doctor()),
     }
 }
 
 /// `agent-reach doctor` on Windows.
-const DOCTOR: &str = "\
+fn doctor() -> String {
+    let tty = match conpty::unavailable() {
+        None => "ok    tty: a pseudo console (ConPTY) per command, in its job".to_owned(),
+        Some(why) => format!("no    tty: {why}; tty requests run on pipes and say so"),
+    };
+    format!(
+        "\
 agent-reach doctor (Windows)
   ok    exec engine: CreateProcessW into a job object (kill-on-close); the timeout (124) and kill_session end the whole tree
   ok    output: the Linux pipeline (clean-up, fold, spill); non-UTF-8 output decoded from the child's code page
@@ -132,6 +139,8 @@ agent-reach doctor (Windows)
   ok    MCP over stdio (serve), run, exec --json, apply_patch (CRLF kept)
   ok    session PATH entry: apply_patch.exe, applypatch.exe, agent-reach-exec.exe and .cmd shims
   no    sandbox: none on Windows; anything but danger-full-access exits 125
-  no    tty: ConPTY is not wired in yet; tty requests run on pipes
+  {tty}
   no    network listeners (serve --listen), the registry tools and the scheduler: Linux only for now
-";
+"
+    )
+}

@@ -1,7 +1,8 @@
 //! Starting one command with `CreateProcessW`: the program found on `PATH`
 //! with `PATHEXT`, the command line quoted the way the C runtime parses it,
-//! a Unicode environment block, pipes for the standard streams, created
-//! suspended and put into its job before its first instruction runs.
+//! a Unicode environment block, pipes for the standard streams (or a
+//! pseudo console), created suspended and put into its job before its
+//! first instruction runs.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -11,12 +12,16 @@ use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use windows_sys::Win32::Foundation::{HANDLE_FLAG_INHERIT, SetHandleInformation};
+use windows_sys::Win32::Foundation::{
+    HANDLE_FLAG_INHERIT, INVALID_HANDLE_VALUE, SetHandleInformation,
+};
 use windows_sys::Win32::System::Threading::{
     CREATE_NO_WINDOW, CREATE_SUSPENDED, CREATE_UNICODE_ENVIRONMENT, CreateProcessW,
-    PROCESS_INFORMATION, ResumeThread, STARTF_USESTDHANDLES, STARTUPINFOW,
+    EXTENDED_STARTUPINFO_PRESENT, PROCESS_CREATION_FLAGS, PROCESS_INFORMATION, ResumeThread,
+    STARTF_USESTDHANDLES, STARTUPINFOEXW, STARTUPINFOW, TerminateProcess,
 };
 
+use super::conpty::{self, PseudoConsole};
 use super::job::JobGuard;
 
 /// Marking handles inheritable and starting a process is one step: a
@@ -61,8 +66,11 @@ pub(crate) struct Started {
     pub(crate) pid: u32,
     pub(crate) stdin: Option<PipeWriter>,
     pub(crate) stdout: PipeReader,
-    /// `None` when stderr goes into the stdout pipe (merged streams).
+    /// `None` when stderr goes into the stdout pipe (merged streams) or
+    /// the command has a console.
     pub(crate) stderr: Option<PipeReader>,
+    /// Its pseudo console (`tty`), which holds `stdout` open until closed.
+    pub(crate) console: Option<PseudoConsole>,
 }
 
 /// What to start.
@@ -77,137 +85,206 @@ pub(crate) struct StartSpec<'a> {
     pub(crate) merged: bool,
     /// Arguments joined as they are, unquoted (a `cmd.exe /c` line).
     pub(crate) verbatim_args: bool,
+    /// A pseudo console instead of pipes ([`conpty`]); `stdin_pipe` and
+    /// `merged` are then implied.
+    pub(crate) tty: bool,
 }
 
 /// Starts `spec` inside `job`.
 pub(crate) fn start(spec: &StartSpec<'_>, job: &JobGuard) -> Result<Started, StartError> {
     let program = spec.argv.first().cloned().unwrap_or_default();
-    let setup = |what: &'static str| {
-        let program = program.clone();
-        move |source: io::Error| StartError::Setup {
-            what,
-            program,
-            source,
-        }
-    };
     let resolved =
         resolve_program(&program, spec.env, spec.cwd).ok_or_else(|| StartError::NotFound {
             program: program.clone(),
         })?;
-    let mut command_line = command_line_for(
-        &resolved,
-        &spec.argv[1.min(spec.argv.len())..],
-        spec.verbatim_args,
-    );
-    let environment = environment_block(spec.env);
-    let cwd = wide(spec.cwd.as_os_str());
-
-    let (stdout_read, stdout_write) = io::pipe().map_err(setup("the stdout pipe"))?;
-    let stderr_pipe = if spec.merged {
-        None
+    let launch = Launch {
+        command_line: command_line_for(
+            &resolved,
+            &spec.argv[1.min(spec.argv.len())..],
+            spec.verbatim_args,
+        ),
+        environment: environment_block(spec.env),
+        cwd: wide(spec.cwd.as_os_str()),
+        program,
+    };
+    if spec.tty {
+        launch.in_console(job)
     } else {
-        Some(io::pipe().map_err(setup("the stderr pipe"))?)
-    };
-    let (stdin_child, stdin_ours): (OwnedHandle, Option<PipeWriter>) = if spec.stdin_pipe {
-        let (read, write) = io::pipe().map_err(setup("the stdin pipe"))?;
-        (OwnedHandle::from(read), Some(write))
-    } else {
-        let null = std::fs::File::open("NUL").map_err(setup("stdin (NUL)"))?;
-        (OwnedHandle::from(null), None)
-    };
-    let stdout_child = OwnedHandle::from(stdout_write);
-    let stderr_child = match &stderr_pipe {
-        Some((_, write)) => write
-            .try_clone()
-            .map(OwnedHandle::from)
-            .map_err(setup("the stderr pipe"))?,
-        None => stdout_child
-            .try_clone()
-            .map_err(setup("the merged stderr"))?,
-    };
-    let stderr_read = stderr_pipe.map(|(read, _)| read);
+        launch.on_pipes(spec, job)
+    }
+}
 
-    // SAFETY: an all-zero STARTUPINFOW / PROCESS_INFORMATION is valid input
-    // and output for CreateProcessW once `cb` is set.
-    let mut startup: STARTUPINFOW = unsafe { std::mem::zeroed() };
-    startup.cb = size_of::<STARTUPINFOW>() as u32;
-    startup.dwFlags = STARTF_USESTDHANDLES;
-    startup.hStdInput = stdin_child.as_raw_handle();
-    startup.hStdOutput = stdout_child.as_raw_handle();
-    startup.hStdError = stderr_child.as_raw_handle();
-    // SAFETY: as above.
-    let mut info: PROCESS_INFORMATION = unsafe { std::mem::zeroed() };
-    // Without a console of our own, the command gets a hidden one rather
-    // than a window (background helpers start without a window).
-    let flags = CREATE_SUSPENDED
-        | CREATE_UNICODE_ENVIRONMENT
-        | if super::console::has_console() {
+/// A resolved command, ready for `CreateProcessW`.
+struct Launch {
+    program: OsString,
+    command_line: Vec<u16>,
+    environment: Vec<u16>,
+    cwd: Vec<u16>,
+}
+
+impl Launch {
+    fn setup(&self, what: &'static str) -> impl FnOnce(io::Error) -> StartError + use<> {
+        let program = self.program.clone();
+        move |source| StartError::Setup {
+            what,
+            program,
+            source,
+        }
+    }
+
+    /// Standard streams on pipes (stdin `NUL` unless a session).
+    fn on_pipes(self, spec: &StartSpec<'_>, job: &JobGuard) -> Result<Started, StartError> {
+        let (stdout_read, stdout_write) = io::pipe().map_err(self.setup("the stdout pipe"))?;
+        let stderr_pipe = if spec.merged {
+            None
+        } else {
+            Some(io::pipe().map_err(self.setup("the stderr pipe"))?)
+        };
+        let (stdin_child, stdin_ours): (OwnedHandle, Option<PipeWriter>) = if spec.stdin_pipe {
+            let (read, write) = io::pipe().map_err(self.setup("the stdin pipe"))?;
+            (OwnedHandle::from(read), Some(write))
+        } else {
+            let null = std::fs::File::open("NUL").map_err(self.setup("stdin (NUL)"))?;
+            (OwnedHandle::from(null), None)
+        };
+        let stdout_child = OwnedHandle::from(stdout_write);
+        let stderr_child = match &stderr_pipe {
+            Some((_, write)) => write
+                .try_clone()
+                .map(OwnedHandle::from)
+                .map_err(self.setup("the stderr pipe"))?,
+            None => stdout_child
+                .try_clone()
+                .map_err(self.setup("the merged stderr"))?,
+        };
+        let stderr_read = stderr_pipe.map(|(read, _)| read);
+
+        // SAFETY: an all-zero STARTUPINFOW is valid input once `cb` is set.
+        let mut startup: STARTUPINFOW = unsafe { std::mem::zeroed() };
+        startup.cb = size_of::<STARTUPINFOW>() as u32;
+        startup.dwFlags = STARTF_USESTDHANDLES;
+        startup.hStdInput = stdin_child.as_raw_handle();
+        startup.hStdOutput = stdout_child.as_raw_handle();
+        startup.hStdError = stderr_child.as_raw_handle();
+        // Without a console of our own, the command gets a hidden one rather
+        // than a window (background helpers start without a window).
+        let flags = if super::console::has_console() {
             0
         } else {
             CREATE_NO_WINDOW
         };
-    let created = {
-        let _inherit = crate::sync::lock(&INHERIT_LOCK);
-        let children = [&stdin_child, &stdout_child, &stderr_child];
-        for handle in children {
-            set_inherit(handle, true).map_err(setup("handle inheritance"))?;
-        }
-        // SAFETY: every pointer is valid for the call: the command line is
-        // a mutable NUL-terminated buffer, the environment block is double
-        // NUL-terminated UTF-16, the directory NUL-terminated.
-        let ok = unsafe {
-            CreateProcessW(
-                std::ptr::null(),
-                command_line.as_mut_ptr(),
-                std::ptr::null(),
-                std::ptr::null(),
-                1,
-                flags,
-                environment.as_ptr().cast(),
-                cwd.as_ptr(),
-                &raw const startup,
-                &raw mut info,
+        let inherited = [&stdin_child, &stdout_child, &stderr_child];
+        let created = self.create(flags, &raw const startup, &inherited, job);
+        drop((stdin_child, stdout_child, stderr_child));
+        let (process, pid) = created?;
+        Ok(Started {
+            process,
+            pid,
+            stdin: stdin_ours,
+            stdout: stdout_read,
+            stderr: stderr_read,
+            console: None,
+        })
+    }
+
+    /// In a pseudo console of its own (`tty: true`): one stream out, the
+    /// console's input in.
+    fn in_console(self, job: &JobGuard) -> Result<Started, StartError> {
+        let opened = conpty::open().map_err(self.setup("the pseudo console"))?;
+        let mut attributes = conpty::AttributeListGuard::for_console(&opened.console)
+            .map_err(self.setup("the pseudo console's attribute"))?;
+        // SAFETY: an all-zero STARTUPINFOEXW is valid input once `cb` is set.
+        let mut startup: STARTUPINFOEXW = unsafe { std::mem::zeroed() };
+        startup.StartupInfo.cb = size_of::<STARTUPINFOEXW>() as u32;
+        // The command's standard handles are the console's: none of ours
+        // (were they left unset, it could inherit this process's own).
+        startup.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+        startup.StartupInfo.hStdInput = INVALID_HANDLE_VALUE;
+        startup.StartupInfo.hStdOutput = INVALID_HANDLE_VALUE;
+        startup.StartupInfo.hStdError = INVALID_HANDLE_VALUE;
+        startup.lpAttributeList = attributes.as_ptr();
+        let (process, pid) = self.create(
+            EXTENDED_STARTUPINFO_PRESENT,
+            (&raw const startup).cast(),
+            &[],
+            job,
+        )?;
+        drop(attributes);
+        Ok(Started {
+            process,
+            pid,
+            stdin: Some(opened.input),
+            stdout: opened.output,
+            stderr: None,
+            console: Some(opened.console),
+        })
+    }
+
+    /// `CreateProcessW`, suspended, with `inherited` inheritable for the
+    /// call (none: nothing is inherited); the process joins `job` before
+    /// its first instruction runs.
+    fn create(
+        &self,
+        flags: PROCESS_CREATION_FLAGS,
+        startup: *const STARTUPINFOW,
+        inherited: &[&OwnedHandle],
+        job: &JobGuard,
+    ) -> Result<(OwnedHandle, u32), StartError> {
+        let flags = flags | CREATE_SUSPENDED | CREATE_UNICODE_ENVIRONMENT;
+        let mut command_line = self.command_line.clone();
+        // SAFETY: an all-zero PROCESS_INFORMATION is a valid out-parameter.
+        let mut info: PROCESS_INFORMATION = unsafe { std::mem::zeroed() };
+        let created = {
+            let _inherit = crate::sync::lock(&INHERIT_LOCK);
+            for handle in inherited {
+                set_inherit(handle, true).map_err(self.setup("handle inheritance"))?;
+            }
+            // SAFETY: every pointer is valid for the call: the command line
+            // is a mutable NUL-terminated buffer, the environment block is
+            // double NUL-terminated UTF-16, the directory NUL-terminated,
+            // `startup` a STARTUPINFOW (or, with EXTENDED_STARTUPINFO_PRESENT,
+            // a STARTUPINFOEXW) that outlives the call.
+            let ok = unsafe {
+                CreateProcessW(
+                    std::ptr::null(),
+                    command_line.as_mut_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    i32::from(!inherited.is_empty()),
+                    flags,
+                    self.environment.as_ptr().cast(),
+                    self.cwd.as_ptr(),
+                    startup,
+                    &raw mut info,
+                )
+            };
+            let error = io::Error::last_os_error();
+            for handle in inherited {
+                let _ = set_inherit(handle, false);
+            }
+            if ok == 0 { Err(error) } else { Ok(()) }
+        };
+        created.map_err(|source| StartError::CannotRun {
+            program: self.program.clone(),
+            source,
+        })?;
+        // SAFETY: CreateProcessW succeeded: both handles are new and ours.
+        let (process, thread) = unsafe {
+            (
+                OwnedHandle::from_raw_handle(info.hProcess),
+                OwnedHandle::from_raw_handle(info.hThread),
             )
         };
-        let error = io::Error::last_os_error();
-        for handle in children {
-            let _ = set_inherit(handle, false);
+        if let Err(source) = job.assign(&process) {
+            // Never let it run outside the job: end the suspended process.
+            // SAFETY: the process handle is open.
+            unsafe { TerminateProcess(process.as_raw_handle(), 1) };
+            return Err(self.setup("the job object")(source));
         }
-        if ok == 0 { Err(error) } else { Ok(()) }
-    };
-    drop((stdin_child, stdout_child, stderr_child));
-    created.map_err(|source| StartError::CannotRun {
-        program: program.clone(),
-        source,
-    })?;
-    // SAFETY: CreateProcessW succeeded: both handles are new and ours.
-    let (process, thread) = unsafe {
-        (
-            OwnedHandle::from_raw_handle(info.hProcess),
-            OwnedHandle::from_raw_handle(info.hThread),
-        )
-    };
-    if let Err(source) = job.assign(&process) {
-        // Never let it run outside the job: end the suspended process.
-        // SAFETY: the process handle is open.
-        unsafe {
-            windows_sys::Win32::System::Threading::TerminateProcess(process.as_raw_handle(), 1)
-        };
-        return Err(StartError::Setup {
-            what: "the job object",
-            program,
-            source,
-        });
+        // SAFETY: the thread handle is open.
+        unsafe { ResumeThread(thread.as_raw_handle()) };
+        Ok((process, info.dwProcessId))
     }
-    // SAFETY: the thread handle is open.
-    unsafe { ResumeThread(thread.as_raw_handle()) };
-    Ok(Started {
-        process,
-        pid: info.dwProcessId,
-        stdin: stdin_ours,
-        stdout: stdout_read,
-        stderr: stderr_read,
-    })
 }
 
 fn set_inherit(handle: &OwnedHandle, inherit: bool) -> io::Result<()> {

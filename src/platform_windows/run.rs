@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::conpty;
 use super::engine::{Completed, Execution, Spec};
 use super::path_entry::session_context;
 use super::{FULL_ACCESS, NO_SANDBOX};
@@ -33,7 +34,8 @@ pub(crate) struct RunArgs {
     /// Working directory of the command.
     #[arg(long)]
     pub(crate) workdir: Option<PathBuf>,
-    /// A pseudo-terminal (ConPTY is not wired in yet: runs on pipes).
+    /// A pseudo console (ConPTY); where there is none (Wine, Windows before
+    /// 10 1809) the command runs on pipes and says so.
     #[arg(long)]
     pub(crate) tty: bool,
     /// Fold the output to about this many tokens (4 bytes each).
@@ -99,6 +101,8 @@ pub(crate) struct Command {
     pub(crate) env: Vec<(OsString, OsString)>,
     /// See [`Spec::verbatim_args`].
     pub(crate) verbatim_args: bool,
+    /// A pseudo console, already granted ([`super::conpty::grant`]).
+    pub(crate) tty: bool,
 }
 
 /// Why a request cannot run here.
@@ -166,6 +170,7 @@ pub(crate) fn spec_for(
         merged,
         stdin_pipe,
         verbatim_args: command.verbatim_args,
+        tty: command.tty,
         home: ctx.agent_reach_home(),
         label: format!("run-{}", std::process::id()),
     })
@@ -205,6 +210,7 @@ pub(crate) fn main(args: &RunArgs, ctx: &ProcessContext) -> i32 {
         }
     };
     let ctx = &ctx;
+    let (tty, tty_note) = conpty::grant(args.tty);
     let prepared = check_sandbox(args.sandbox.as_deref())
         .and_then(|()| parse_env(&args.env))
         .and_then(|env| {
@@ -215,6 +221,7 @@ pub(crate) fn main(args: &RunArgs, ctx: &ProcessContext) -> i32 {
                     timeout: timeout_from_ms(args.timeout_ms),
                     env,
                     verbatim_args: false,
+                    tty,
                 },
                 ctx,
                 false,
@@ -238,8 +245,8 @@ pub(crate) fn main(args: &RunArgs, ctx: &ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
-    if args.tty {
-        eprintln!("agent-reach: --tty: no ConPTY on Windows yet; the command runs on pipes");
+    if let Some(note) = &tty_note {
+        eprintln!("agent-reach: {note}");
     }
     let opts = RenderOptions {
         max_output_tokens: args.max_output_tokens,
@@ -352,7 +359,13 @@ pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
         return exit_code::USAGE;
     }
     let result = match request_from_json(&text) {
-        Ok((id, command, max_output_tokens)) => run_request(id, command, max_output_tokens, ctx),
+        Ok((id, command, max_output_tokens, tty_note)) => {
+            let mut result = run_request(id, command, max_output_tokens, ctx);
+            if let Some(note) = tty_note {
+                result.stderr.push_str(&format!("agent-reach: {note}\n"));
+            }
+            result
+        }
         Err((id, message)) => {
             NormalizedResult::refused(id, None, Status::Rejected, "malformed_request", message)
         }
@@ -365,7 +378,9 @@ pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
     }
 }
 
-type ParsedRequest = (Option<Value>, Command, usize);
+/// The request's id, its command, its token budget, and the line saying
+/// its tty runs on pipes (when it does).
+type ParsedRequest = (Option<Value>, Command, usize, Option<String>);
 
 fn request_from_json(text: &str) -> Result<ParsedRequest, (Option<Value>, String)> {
     let value: Value = serde_json::from_str(text)
@@ -407,6 +422,7 @@ fn request_from_json(text: &str) -> Result<ParsedRequest, (Option<Value>, String
         .get("workdir")
         .and_then(Value::as_str)
         .map(PathBuf::from);
+    let (tty, tty_note) = conpty::grant(value.get("tty").and_then(Value::as_bool) == Some(true));
     Ok((
         id,
         Command {
@@ -415,8 +431,10 @@ fn request_from_json(text: &str) -> Result<ParsedRequest, (Option<Value>, String
             timeout,
             env: Vec::new(),
             verbatim_args: false,
+            tty,
         },
         max_output_tokens,
+        tty_note,
     ))
 }
 

@@ -2,7 +2,9 @@
 # The Windows test suite: builds agent-reach.exe (install.sh --target
 # windows --build-only), the test-only shim DLL Wine 8 needs
 # (bcryptprimitives.c: Rust's std imports ProcessPrng, which Wine 8 lacks),
-# and runs suite.py against the .exe under wine64. Everything it makes stays
+# runs suite.py against the .exe under wine64, then the library's unit
+# tests compiled for Windows (scripts/build-windows.sh --unit-tests) under
+# wine64 too. Everything it makes stays
 # under target/windows (the built standard library and the Wine prefix are
 # reused by later runs). Bounded: each Wine start has a timeout in the suite
 # and the whole suite one here.
@@ -48,3 +50,15 @@ cp "$bin/bcryptprimitives.dll" "$WINEPREFIX/drive_c/windows/system32/"
 /usr/lib/wine/wineserver64 -p 2>/dev/null || true
 
 timeout --kill-after=10 "$suite_timeout" python3 tests/windows/suite.py "$bin/agent-reach.exe"
+
+# The library's unit tests compiled for Windows, under Wine: the Windows
+# backend's (platform_windows::, its pseudo console path included) and the
+# shared code's (apply_patch, output, ...). A failure fails the stage.
+unit=$(scripts/build-windows.sh --unit-tests | tail -1)
+if [ -z "$unit" ] || [ ! -f "$unit" ]; then
+  echo "== windows: the unit tests did not build" >&2
+  exit 1
+fi
+cp "$unit" "$bin/unit-tests.exe"
+echo "== windows: the library's unit tests under wine64"
+timeout --kill-after=10 "$suite_timeout" /usr/lib/wine/wine64 "$bin/unit-tests.exe"

@@ -267,6 +267,29 @@ def test_mcp_sessions_take_input_and_refuse_sandboxes():
     with_mcp(body)
 
 
+WINE_TTY = "no pseudo console here (Wine's pseudo console does not carry a command's output)"
+
+
+def test_a_tty_under_wine_runs_on_pipes_and_every_door_says_why():
+    done = wine(["run", "--tty", "--", "cmd", "/c", "echo on pipes"])
+    check(done.returncode == 0 and text(done.stdout) == "on pipes\n",
+          f"exit {done.returncode}, stdout {done.stdout!r}")
+    check(WINE_TTY in text(done.stderr), f"stderr {done.stderr!r}")
+    request = {"command": ["cmd", "/c", "echo on pipes"], "tty": True}
+    done = wine(["exec", "--json"], stdin=json.dumps(request).encode())
+    result = json.loads(done.stdout)
+    check(result["status"] == "success" and result["stdout"] == "on pipes\n"
+          and WINE_TTY in result["stderr"], str(result))
+    done = wine(["doctor"])
+    check("no    tty: Wine's pseudo console" in text(done.stdout), f"doctor: {done.stdout!r}")
+
+    def body(mcp):
+        error, reply = mcp.tool("exec_command", cmd="echo on pipes", shell="cmd", tty=True)
+        check(not error and f"Note: tty: {WINE_TTY}" in reply and "on pipes" in reply
+              and "exited with code 0" in reply, reply)
+    with_mcp(body)
+
+
 def test_the_session_path_entry_has_the_names_and_shims():
     def body(mcp):
         error, reply = mcp.tool("exec_command", cmd="echo %PATH%", shell="cmd")
@@ -325,7 +348,9 @@ def main():
         else:
             passed += 1
             print(f"ok   {name} ({time.monotonic() - started:.1f}s)", flush=True)
-    print("LIMIT tty: no ConPTY yet on Windows: tty requests run on pipes (and say so)")
+    print("LIMIT tty: Wine 8's pseudo console carries no output, so under Wine the doors run"
+          " tty requests on pipes and say so (checked above); the ConPTY path's start, job,"
+          " timeout and close run in the unit tests (run.sh), its output is not seen here")
     print(f"windows: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
