@@ -118,6 +118,16 @@ pub(crate) struct NormalizedResult {
 }
 
 impl NormalizedResult {
+    /// The result as one JSON line (`exec --jsonl`, `exec --json`).
+    pub(crate) fn to_line(&self) -> Vec<u8> {
+        let mut line = serde_json::to_vec(self).unwrap_or_else(|err| {
+            format!(r#"{{"status":"error","error":{{"kind":"internal","message":"cannot serialize the result: {err}"}}}}"#)
+                .into_bytes()
+        });
+        line.push(b'\n');
+        line
+    }
+
     /// A result for a request that never ran (rejected, busy or error).
     pub(crate) fn refused(
         id: Option<serde_json::Value>,

@@ -130,15 +130,6 @@ fn init_logging(ctx: &ProcessContext) {
     }
 }
 
-fn to_line(result: &NormalizedResult) -> Vec<u8> {
-    let mut line = serde_json::to_vec(result).unwrap_or_else(|err| {
-        format!(r#"{{"status":"error","error":{{"kind":"internal","message":"cannot serialize the result: {err}"}}}}"#)
-            .into_bytes()
-    });
-    line.push(b'\n');
-    line
-}
-
 /// Discards input up to and including the next newline, in bounded memory.
 async fn skip_line(input: &mut (impl tokio::io::AsyncBufRead + Unpin)) {
     loop {
@@ -187,7 +178,7 @@ async fn one(dispatcher: Arc<Dispatcher>) -> i32 {
                 .await
         }
     };
-    if let Err(err) = crate::stdio::write_stdout(&to_line(&result)) {
+    if let Err(err) = crate::stdio::write_stdout(&result.to_line()) {
         return crate::stdio::exit_code_for_stdout_error(&err);
     }
     if result.status == Status::Success {
@@ -202,7 +193,7 @@ async fn stream(dispatcher: Arc<Dispatcher>) -> i32 {
     let writer = tokio::spawn(async move {
         let mut out = tokio::io::BufWriter::new(tokio::io::stdout());
         while let Some(result) = receiver.recv().await {
-            out.write_all(&to_line(&result)).await?;
+            out.write_all(&result.to_line()).await?;
             // Flush when nothing else is ready: results are never held back,
             // and a burst leaves in one write.
             if receiver.is_empty() {

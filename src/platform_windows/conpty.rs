@@ -23,6 +23,7 @@
 
 use std::ffi::c_void;
 use std::io::{self, PipeReader, PipeWriter};
+use std::marker::PhantomData;
 use std::os::windows::io::{AsRawHandle, OwnedHandle};
 use std::sync::OnceLock;
 
@@ -125,17 +126,22 @@ impl Drop for PseudoConsole {
     }
 }
 
-/// A pseudo console and our ends of its pipes.
+/// A pseudo console and our ends of its pipes. The pipes are declared
+/// first so they are dropped first: closing a console whose output nobody
+/// reads can wait forever (before Windows 11 24H2).
 #[derive(Debug)]
 pub(crate) struct Opened {
-    pub(crate) console: PseudoConsole,
     /// What the command reads (keystrokes; `\r` is Enter).
     pub(crate) input: PipeWriter,
     /// What the console shows, as UTF-8 with VT sequences.
     pub(crate) output: PipeReader,
+    pub(crate) console: PseudoConsole,
 }
 
-/// Opens a pseudo console of [`COLUMNS`] × [`ROWS`].
+/// Opens a pseudo console of [`COLUMNS`] × [`ROWS`]. `CreatePseudoConsole`
+/// makes inheritable copies of the pipe ends while it starts the console's
+/// host: the caller holds the lock that keeps other commands from starting
+/// (and inheriting them) meanwhile.
 pub(crate) fn open() -> io::Result<Opened> {
     let calls = calls().map_err(io::Error::other)?;
     let (input_read, input) = io::pipe()?;
@@ -172,27 +178,29 @@ pub(crate) fn open() -> io::Result<Opened> {
         return Err(io::Error::from_raw_os_error(code));
     }
     Ok(Opened {
+        input,
+        output,
         console: PseudoConsole {
             handle,
             close: calls.close,
         },
-        input,
-        output,
     })
 }
 
 /// A process attribute list holding one pseudo console, for
 /// `STARTUPINFOEXW::lpAttributeList`; deleted when dropped.
+/// It borrows the console it names, which therefore outlives it.
 #[derive(Debug)]
-pub(crate) struct AttributeListGuard {
+pub(crate) struct AttributeListGuard<'console> {
     /// The list's storage (`u64`s: the list holds pointers, so it is kept
     /// aligned for them).
     storage: Vec<u64>,
+    console: PhantomData<&'console PseudoConsole>,
 }
 
-impl AttributeListGuard {
+impl<'console> AttributeListGuard<'console> {
     /// A list naming `console` as the new process's console.
-    pub(crate) fn for_console(console: &PseudoConsole) -> io::Result<Self> {
+    pub(crate) fn for_console(console: &'console PseudoConsole) -> io::Result<Self> {
         let mut bytes = 0usize;
         // SAFETY: the documented size query: a null list and one attribute;
         // it fails with ERROR_INSUFFICIENT_BUFFER and sets `bytes`.
@@ -206,7 +214,10 @@ impl AttributeListGuard {
         if unsafe { InitializeProcThreadAttributeList(list, 1, 0, &raw mut bytes) } == 0 {
             return Err(io::Error::last_os_error());
         }
-        let guard = Self { storage };
+        let guard = Self {
+            storage,
+            console: PhantomData,
+        };
         // SAFETY: the list was initialized for one attribute; the value is
         // the console handle itself (the attribute takes the HPCON by
         // value, its size the handle's), valid while the console lives,
@@ -234,7 +245,7 @@ impl AttributeListGuard {
     }
 }
 
-impl Drop for AttributeListGuard {
+impl Drop for AttributeListGuard<'_> {
     fn drop(&mut self) {
         // SAFETY: the list was initialized by `for_console`.
         unsafe { DeleteProcThreadAttributeList(self.as_ptr()) };
@@ -243,18 +254,60 @@ impl Drop for AttributeListGuard {
 
 /// What a tty command is sent for `text`: a line break is the Enter key,
 /// which a console reads as `\r` (a bare `\n` is Ctrl+J to it).
-pub(crate) fn keystrokes(text: &[u8]) -> Vec<u8> {
+/// `previous` is the last byte of the previous write (a `\r\n` split
+/// across two writes is one Enter), and is updated.
+pub(crate) fn keystrokes(text: &[u8], previous: &mut u8) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
-    let mut previous = 0u8;
     for &byte in text {
         match byte {
-            b'\n' if previous == b'\r' => {}
+            b'\n' if *previous == b'\r' => {}
             b'\n' => out.push(b'\r'),
             other => out.push(other),
         }
-        previous = byte;
+        *previous = byte;
     }
     out
+}
+
+/// The terminal queries answered for the command, with their answers: a
+/// pseudo console (some Windows versions, at start) and programs in it
+/// (crossterm, Ink) ask and wait for a terminal that nobody runs here.
+const QUERIES: [(&[u8], &[u8]); 3] = [
+    // Primary device attributes: a VT500-class terminal.
+    (b"\x1b[c", b"\x1b[?61c"),
+    (b"\x1b[0c", b"\x1b[?61c"),
+    // The cursor position: the top left corner.
+    (b"\x1b[6n", b"\x1b[1;1R"),
+];
+
+/// Finds [`QUERIES`] in a console's output, a query split across two
+/// reads included.
+#[derive(Debug, Default)]
+pub(crate) struct QueryWatch {
+    /// The end of the last read when it begins a query.
+    partial: Vec<u8>,
+}
+
+impl QueryWatch {
+    /// The answers to the queries in `chunk` (the next bytes of output).
+    pub(crate) fn answers(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let mut text = std::mem::take(&mut self.partial);
+        text.extend_from_slice(chunk);
+        let mut answers = Vec::new();
+        for (at, _) in text.iter().enumerate().filter(|(_, b)| **b == 0x1b) {
+            let rest = &text[at..];
+            if let Some((_, answer)) = QUERIES.iter().find(|(q, _)| rest.starts_with(q)) {
+                answers.extend_from_slice(answer);
+            } else if QUERIES
+                .iter()
+                .any(|(q, _)| rest.len() < q.len() && q.starts_with(rest))
+            {
+                self.partial = rest.to_vec();
+                break;
+            }
+        }
+        answers
+    }
 }
 
 #[cfg(test)]
@@ -262,9 +315,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn queries_are_answered_once_even_split_across_reads() {
+        let mut watch = QueryWatch::default();
+        assert_eq!(
+            watch.answers(b"text\x1b[c more \x1b[6n"),
+            b"\x1b[?61c\x1b[1;1R"
+        );
+        assert_eq!(watch.answers(b"a\x1b["), b"");
+        assert_eq!(watch.answers(b"0c b"), b"\x1b[?61c");
+        assert_eq!(
+            watch.answers(b"\x1b[31mred\x1b[0m"),
+            b"",
+            "colours are not queries"
+        );
+        assert_eq!(watch.answers(b"\x1b"), b"");
+        assert_eq!(watch.answers(b"[6n"), b"\x1b[1;1R");
+    }
+
+    #[test]
     fn line_breaks_become_the_enter_key_once() {
-        assert_eq!(keystrokes(b"dir\n"), b"dir\r");
-        assert_eq!(keystrokes(b"a\r\nb\n\n"), b"a\rb\r\r");
-        assert_eq!(keystrokes(b"no break"), b"no break");
+        let mut previous = 0;
+        assert_eq!(keystrokes(b"dir\n", &mut previous), b"dir\r");
+        assert_eq!(keystrokes(b"a\r\nb\n\n", &mut previous), b"a\rb\r\r");
+        assert_eq!(keystrokes(b"no break", &mut previous), b"no break");
+        assert_eq!(keystrokes(b"x\r", &mut previous), b"x\r");
+        assert_eq!(
+            keystrokes(b"\ny", &mut previous),
+            b"y",
+            "one Enter across two writes"
+        );
     }
 }

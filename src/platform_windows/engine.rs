@@ -18,7 +18,7 @@ use windows_sys::Win32::Foundation::{WAIT_OBJECT_0, WAIT_TIMEOUT};
 use windows_sys::Win32::System::Threading::{GetExitCodeProcess, WaitForSingleObject};
 
 use super::codepage::{StreamDecoder, UTF8_CODE_PAGE, child_code_page};
-use super::conpty::{self, PseudoConsole};
+use super::conpty::{self, PseudoConsole, QueryWatch};
 use super::job::JobGuard;
 use super::process::{self, StartError, StartSpec};
 use crate::exec::glue::{RenderOptions, Rendered, Sink, SinkConfig, open_spill_store};
@@ -104,11 +104,18 @@ struct Inner {
     job: JobGuard,
     pid: u32,
     started: Instant,
-    stdin: Mutex<Option<std::io::PipeWriter>>,
+    stdin: Mutex<Stdin>,
     /// The command's pseudo console (`tty`), closed by the waiter once the
     /// tree is done: it holds the output open until then.
     console: Mutex<Option<PseudoConsole>>,
     tty: bool,
+}
+
+/// The command's stdin, and (for a tty) the last byte written to it.
+#[derive(Debug)]
+struct Stdin {
+    pipe: Option<std::io::PipeWriter>,
+    last: u8,
 }
 
 impl Inner {
@@ -205,7 +212,10 @@ impl Execution {
             job,
             pid: started.pid,
             started: Instant::now(),
-            stdin: Mutex::new(started.stdin),
+            stdin: Mutex::new(Stdin {
+                pipe: started.stdin,
+                last: 0,
+            }),
             console: Mutex::new(started.console),
             tty: spec.tty,
         });
@@ -282,15 +292,16 @@ impl Execution {
 
     /// Writes to the command's stdin (sessions).
     pub(crate) fn write_stdin(&self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut stdin = crate::sync::lock(&self.owner.inner.stdin);
+        let Stdin { pipe, last } = &mut *stdin;
         let keystrokes;
         let bytes = if self.owner.inner.tty {
-            keystrokes = conpty::keystrokes(bytes);
+            keystrokes = conpty::keystrokes(bytes, last);
             &keystrokes[..]
         } else {
             bytes
         };
-        let mut stdin = crate::sync::lock(&self.owner.inner.stdin);
-        match stdin.as_mut() {
+        match pipe.as_mut() {
             Some(pipe) => pipe.write_all(bytes).and_then(|()| pipe.flush()),
             None => Err(std::io::Error::new(
                 std::io::ErrorKind::BrokenPipe,
@@ -366,10 +377,16 @@ fn decoding_note(decoders: &[StreamDecoder; 2]) -> Option<String> {
 fn spawn_reader(inner: Arc<Inner>, mut pipe: std::io::PipeReader, index: usize) {
     std::thread::spawn(move || {
         let mut buf = vec![0u8; CHUNK];
+        // A console's terminal queries get their answers (nobody else
+        // would give them, and the asker waits).
+        let mut queries = inner.tty.then(QueryWatch::default);
         loop {
             match pipe.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    if let Some(watch) = queries.as_mut() {
+                        answer(&inner, &watch.answers(&buf[..n]));
+                    }
                     let mut state = inner.lock();
                     let text = state.decoders[index].push(&buf[..n]);
                     push(&mut state, index, &text);
@@ -385,6 +402,16 @@ fn spawn_reader(inner: Arc<Inner>, mut pipe: std::io::PipeReader, index: usize) 
         drop(state);
         inner.changed.notify_all();
     });
+}
+
+/// Writes `answers` to a console's input as they are (not as keystrokes).
+fn answer(inner: &Inner, answers: &[u8]) {
+    if answers.is_empty() {
+        return;
+    }
+    if let Some(pipe) = crate::sync::lock(&inner.stdin).pipe.as_mut() {
+        let _ = pipe.write_all(answers).and_then(|()| pipe.flush());
+    }
 }
 
 fn push(state: &mut State, index: usize, bytes: &[u8]) {

@@ -4,7 +4,8 @@
 //! `/proc`, Landlock, seccomp) and what needs it are `cfg(unix)` in
 //! `lib.rs`; this module is what Windows has beside them:
 //!
-//! - `run`, the `agent-reach-exec` personality and `exec --json` ([`run`]);
+//! - `run`, the `agent-reach-exec` personality and `exec --json` ([`run`]),
+//!   `exec --jsonl` ([`jsonl`]);
 //! - `serve`: the MCP server on stdio ([`mcp`]);
 //! - `apply_patch` / `applypatch` / `agent-reach apply-patch` (the shared
 //!   [`crate::apply_patch`], CRLF files kept CRLF);
@@ -20,6 +21,7 @@ pub(crate) mod conpty;
 pub(crate) mod console;
 pub(crate) mod engine;
 pub(crate) mod job;
+pub(crate) mod jsonl;
 pub(crate) mod mcp;
 pub(crate) mod path_entry;
 pub(crate) mod process;
@@ -113,6 +115,7 @@ fn cli_main(mut ctx: ProcessContext) -> i32 {
     };
     match cli.command {
         Command::Run(args) => run::main(&args, &ctx),
+        Command::Exec(args) if args.jsonl => jsonl::main(&ctx),
         Command::Exec(args) => run::exec_json(&args, &ctx),
         Command::Serve(args) => mcp::main(&args, &ctx),
         Command::Sandbox(_) => refuse_sandbox(),
@@ -136,7 +139,7 @@ agent-reach doctor (Windows)
   ok    exec engine: CreateProcessW into a job object (kill-on-close); the timeout (124) and kill_session end the whole tree
   ok    output: the Linux pipeline (clean-up, fold, spill); non-UTF-8 output decoded from the child's code page
   ok    console code page 65001 when there is a console
-  ok    MCP over stdio (serve), run, exec --json, apply_patch (CRLF kept)
+  ok    MCP over stdio (serve), run, exec --json and --jsonl, apply_patch (CRLF kept)
   ok    session PATH entry: apply_patch.exe, applypatch.exe, agent-reach-exec.exe and .cmd shims
   no    sandbox: none on Windows; anything but danger-full-access exits 125
   {tty}

@@ -190,7 +190,11 @@ impl Launch {
     /// In a pseudo console of its own (`tty: true`): one stream out, the
     /// console's input in.
     fn in_console(self, job: &JobGuard) -> Result<Started, StartError> {
-        let opened = conpty::open().map_err(self.setup("the pseudo console"))?;
+        let opened = {
+            let _inherit = crate::sync::lock(&INHERIT_LOCK);
+            conpty::open()
+        };
+        let opened = opened.map_err(self.setup("the pseudo console"))?;
         let mut attributes = conpty::AttributeListGuard::for_console(&opened.console)
             .map_err(self.setup("the pseudo console's attribute"))?;
         // SAFETY: an all-zero STARTUPINFOEXW is valid input once `cb` is set.

@@ -23,7 +23,7 @@ use crate::result::{FullOutputPaths, NormalizedResult, OriginalBytes, Status};
 /// The command timeout when none is given (as on Linux).
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request `exec --json` reads.
-const MAX_REQUEST_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_REQUEST_BYTES: u64 = 16 << 20;
 
 /// `run` arguments: the Linux flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -69,10 +69,14 @@ struct ExecCli {
 
 /// `exec` arguments.
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("mode").required(true).multiple(false).args(["json", "jsonl"])))]
 pub(crate) struct ExecArgs {
     /// One JSON request on stdin, one JSON result on stdout.
-    #[arg(long, required = true)]
+    #[arg(long)]
     pub(crate) json: bool,
+    /// Many requests, one per line; results as they finish.
+    #[arg(long)]
+    pub(crate) jsonl: bool,
 }
 
 /// The `agent-reach-exec` personality.
@@ -358,24 +362,37 @@ pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
         eprintln!("agent-reach: cannot read the request: {err}");
         return exit_code::USAGE;
     }
-    let result = match request_from_json(&text) {
-        Ok((id, command, max_output_tokens, tty_note)) => {
-            let mut result = run_request(id, command, max_output_tokens, ctx);
-            if let Some(note) = tty_note {
-                result.stderr.push_str(&format!("agent-reach: {note}\n"));
-            }
-            result
-        }
-        Err((id, message)) => {
-            NormalizedResult::refused(id, None, Status::Rejected, "malformed_request", message)
-        }
-    };
+    let result = answer(&text, ctx, |_| {});
     print_json(&result);
     if result.status == Status::Success {
         exit_code::SUCCESS
     } else {
         exit_code::FAILURE
     }
+}
+
+/// The result of the request `text` (one JSON object), run to its end;
+/// `started` sees the command once it runs (to end it early).
+pub(crate) fn answer(
+    text: &str,
+    ctx: &ProcessContext,
+    started: impl FnOnce(&Execution),
+) -> NormalizedResult {
+    match request_from_json(text) {
+        Ok((id, command, max_output_tokens, tty_note)) => {
+            let mut result = run_request(id, command, max_output_tokens, ctx, started);
+            if let Some(note) = tty_note {
+                result.stderr.push_str(&format!("agent-reach: {note}\n"));
+            }
+            result
+        }
+        Err((id, message)) => malformed(id, message),
+    }
+}
+
+/// The `rejected` result of a request that cannot be read.
+pub(crate) fn malformed(id: Option<Value>, message: String) -> NormalizedResult {
+    NormalizedResult::refused(id, None, Status::Rejected, "malformed_request", message)
 }
 
 /// The request's id, its command, its token budget, and the line saying
@@ -443,6 +460,7 @@ fn run_request(
     command: Command,
     max_output_tokens: usize,
     ctx: &ProcessContext,
+    started: impl FnOnce(&Execution),
 ) -> NormalizedResult {
     let spec = match spec_for(command, ctx, false, false) {
         Ok(spec) => spec,
@@ -458,6 +476,7 @@ fn run_request(
     };
     match Execution::spawn(&spec) {
         Ok(execution) => {
+            started(&execution);
             let opts = RenderOptions {
                 max_output_tokens,
                 keep_color: false,

@@ -149,6 +149,27 @@ def test_exec_json_runs_one_request():
     check(result["id"] == 7, str(result))
 
 
+def test_exec_jsonl_answers_each_line_as_it_finishes():
+    lines = [
+        json.dumps({"id": "slow", "command": ["ping", "-n", "4", "127.0.0.1"]}),
+        json.dumps({"id": "fast", "command": ["cmd", "/c", "echo fast"]}),
+        "",
+        "{not json",
+        json.dumps({"id": "boxed", "command": ["cmd", "/c", "echo ran"], "sandbox": "read-only"}),
+    ]
+    done = wine(["exec", "--jsonl"], stdin=("\n".join(lines) + "\n").encode())
+    check(done.returncode == 0, f"exit {done.returncode}, stderr {done.stderr!r}")
+    results = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    ids = [r.get("id") for r in results]
+    check(len(results) == 4 and ids.index("fast") < ids.index("slow"), str(results))
+    by_id = {r.get("id"): r for r in results}
+    check(by_id["fast"]["status"] == "success" and by_id["fast"]["stdout"] == "fast\n",
+          str(by_id["fast"]))
+    check(by_id["slow"]["status"] == "success", str(by_id["slow"]))
+    check(by_id["boxed"]["status"] == "rejected", str(by_id["boxed"]))
+    check(by_id[None]["error"]["kind"] == "malformed_request", str(by_id[None]))
+
+
 def test_the_sandbox_is_refused_not_skipped():
     sandbox = os.path.join(os.path.dirname(EXE), "agent-reach-sandbox.exe")
     done = subprocess.run([WINE, sandbox, "--", "cmd", "/c", "echo ran"],
