@@ -29,7 +29,6 @@ use std::sync::OnceLock;
 
 use windows_sys::Win32::Foundation::HANDLE;
 use windows_sys::Win32::System::Console::{COORD, HPCON};
-use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
 use windows_sys::Win32::System::Threading::{
     DeleteProcThreadAttributeList, InitializeProcThreadAttributeList,
     PROC_THREAD_ATTRIBUTE_PSEUDOCONSOLE, UpdateProcThreadAttribute,
@@ -55,22 +54,11 @@ struct Calls {
 fn calls() -> Result<Calls, &'static str> {
     static CALLS: OnceLock<Result<Calls, &'static str>> = OnceLock::new();
     *CALLS.get_or_init(|| {
-        let kernel32: Vec<u16> = "kernel32.dll"
-            .encode_utf16()
-            .chain(std::iter::once(0))
-            .collect();
-        // SAFETY: a NUL-terminated name; kernel32 is loaded in every
-        // process and the handle is not freed.
-        let module = unsafe { GetModuleHandleW(kernel32.as_ptr()) };
-        if module.is_null() {
-            return Err("kernel32.dll is not loaded");
-        }
-        // SAFETY: a valid module and NUL-terminated names; each pointer,
-        // when found, is the documented function, so the transmutes give
-        // it its documented signature.
+        let create = super::loaded_function("kernel32.dll", c"CreatePseudoConsole");
+        let close = super::loaded_function("kernel32.dll", c"ClosePseudoConsole");
+        // SAFETY: each pointer, when found, is the documented function, so
+        // the transmutes give it its documented signature.
         unsafe {
-            let create = GetProcAddress(module, c"CreatePseudoConsole".as_ptr().cast());
-            let close = GetProcAddress(module, c"ClosePseudoConsole".as_ptr().cast());
             match (create, close) {
                 (Some(create), Some(close)) => Ok(Calls {
                     create: std::mem::transmute::<unsafe extern "system" fn() -> isize, CreateFn>(

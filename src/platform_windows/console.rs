@@ -27,17 +27,5 @@ pub(crate) fn use_utf8_console() {
 /// Wine's `powershell.exe` is a stub that runs nothing, so a shell choice
 /// must not take it for PowerShell.
 pub(crate) fn is_wine() -> bool {
-    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
-    let ntdll: Vec<u16> = "ntdll.dll"
-        .encode_utf16()
-        .chain(std::iter::once(0))
-        .collect();
-    // SAFETY: a NUL-terminated name; ntdll is loaded in every process and
-    // the handle is not freed.
-    let module = unsafe { GetModuleHandleW(ntdll.as_ptr()) };
-    if module.is_null() {
-        return false;
-    }
-    // SAFETY: a valid module handle and a NUL-terminated ANSI name.
-    unsafe { GetProcAddress(module, c"wine_get_version".as_ptr().cast()).is_some() }
+    super::loaded_function("ntdll.dll", c"wine_get_version").is_some()
 }

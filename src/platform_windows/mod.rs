@@ -56,6 +56,24 @@ pub(crate) fn run_personality(personality: Personality, ctx: ProcessContext) -> 
     }
 }
 
+/// The function `name` of `module`, a DLL every process has loaded
+/// (kernel32, ntdll), when it exports one.
+pub(crate) fn loaded_function(
+    module: &str,
+    name: &std::ffi::CStr,
+) -> Option<unsafe extern "system" fn() -> isize> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+    let wide: Vec<u16> = module.encode_utf16().chain(std::iter::once(0)).collect();
+    // SAFETY: a NUL-terminated name; the handle of a loaded module is not
+    // freed (GetModuleHandleW takes no reference).
+    let handle = unsafe { GetModuleHandleW(wide.as_ptr()) };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a valid module handle and a NUL-terminated ANSI name.
+    unsafe { GetProcAddress(handle, name.as_ptr().cast()) }
+}
+
 /// `agent-reach-sandbox` and `agent-reach sandbox`: refused, exit 125.
 pub(crate) fn refuse_sandbox() -> i32 {
     eprintln!("agent-reach-sandbox: {NO_SANDBOX}");
