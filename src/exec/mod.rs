@@ -74,6 +74,7 @@ pub(crate) mod terminal_wait;
 
 #[cfg(unix)]
 pub(crate) use completed::Completed;
+
 #[cfg(unix)]
 pub(crate) use env::SESSION_VAR;
 #[cfg(unix)]
@@ -97,3 +98,10 @@ pub use spec::{SpawnSpec, new_session_tag};
 pub(crate) use state::ExitInfo;
 #[cfg(unix)]
 pub(crate) use tap::{Attach, DEFAULT_TAP_CHUNKS, TapReceiver, output_tap};
+
+/// How many commands run at once unless the operator says otherwise:
+/// cores × 3 (the scheduler's `global`; on Windows, which has no scheduler
+/// yet, the bound of `exec --jsonl`).
+pub(crate) fn default_global_limit() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from) * 3
+}

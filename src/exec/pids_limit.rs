@@ -79,7 +79,7 @@ impl PidsHold {
     pub(crate) fn child(&self) -> ChildLimits {
         match self {
             PidsHold::CgroupV1(guard) => ChildLimits {
-                join_procs: Some(guard.procs_fd()),
+                join_procs: guard.procs_fd(),
                 nproc: None,
             },
             PidsHold::Rlimit(max) => ChildLimits {
@@ -184,11 +184,9 @@ impl PidsCgroupGuard {
         }
     }
 
-    /// The group's `cgroup.procs`, open for writing.
-    fn procs_fd(&self) -> RawFd {
-        self.group
-            .as_ref()
-            .map_or(-1, |group| group.procs.as_raw_fd())
+    /// The group's `cgroup.procs`, open for writing (held until the drop).
+    fn procs_fd(&self) -> Option<RawFd> {
+        self.group.as_ref().map(|group| group.procs.as_raw_fd())
     }
 }
 

@@ -162,7 +162,7 @@ impl Dispatcher {
         let scheduler_settings = &registry.settings.scheduler;
         let global = scheduler_settings
             .global
-            .unwrap_or_else(Scheduler::default_global);
+            .unwrap_or_else(crate::exec::default_global_limit);
         let limits = Limits {
             global,
             queue: scheduler_settings.queue.unwrap_or(global * 8),

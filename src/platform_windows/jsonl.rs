@@ -5,8 +5,8 @@
 //! requests in flight finish, then it exits 0.
 //!
 //! Windows has no scheduler yet, so the stream bounds itself: at most
-//! [`max_in_flight`] commands run at once (the contract's scheduler
-//! default, cores × 3) and the next line is not read until one ends; the
+//! [`crate::exec::default_global_limit`] commands run at once (the
+//! scheduler's default) and the next line is not read until one ends; the
 //! client's writes wait meanwhile (back-pressure, where Linux answers
 //! `busy`). When stdout is gone (the reader left), the commands running
 //! are ended and nothing more is read.
@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 
 use super::engine::Execution;
 use super::path_entry::session_context;
@@ -22,12 +22,6 @@ use super::run::{MAX_REQUEST_BYTES, answer, malformed};
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::result::NormalizedResult;
-
-/// The most commands running at once: the contract's default scheduler
-/// `global` (cores × 3).
-fn max_in_flight() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from) * 3
-}
 
 /// The commands in flight, by request number: a seat each, ended together
 /// when the results cannot be written.
@@ -148,54 +142,47 @@ pub(crate) fn main(ctx: &ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
-    let ctx = Arc::new(ctx);
-    let in_flight = Arc::new(InFlight::default());
+    let (ctx, in_flight) = (&ctx, &InFlight::default());
+    let limit = crate::exec::default_global_limit();
     let (sender, results) = mpsc::channel::<NormalizedResult>();
-    let writer = {
-        let in_flight = Arc::clone(&in_flight);
-        std::thread::spawn(move || write_results(results, &in_flight))
-    };
-    let limit = max_in_flight();
-    let mut input = std::io::stdin().lock();
-    let mut workers = Vec::new();
-    let mut number = 0u64;
-    while !in_flight.stopped() {
-        let line = match next_line(&mut input) {
-            Ok(None) => break,
-            Ok(Some(Ok(line))) => line,
-            Ok(Some(Err(()))) => {
-                let message = format!("the request is larger than {MAX_REQUEST_BYTES} bytes");
-                let _ = sender.send(malformed(None, message));
+    // Every thread is joined when the scope ends: the requests in flight
+    // finish, then the writer (its channel closes with the last sender).
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || write_results(results, in_flight));
+        let mut input = std::io::stdin().lock();
+        let mut number = 0u64;
+        while !in_flight.stopped() {
+            let line = match next_line(&mut input) {
+                Ok(None) => break,
+                Ok(Some(Ok(line))) => line,
+                Ok(Some(Err(()))) => {
+                    let message = format!("the request is larger than {MAX_REQUEST_BYTES} bytes");
+                    let _ = sender.send(malformed(None, message));
+                    continue;
+                }
+                Err(err) => {
+                    eprintln!("agent-reach: cannot read stdin: {err}");
+                    break;
+                }
+            };
+            let text = String::from_utf8_lossy(&line).trim().to_owned();
+            if text.is_empty() {
                 continue;
             }
-            Err(err) => {
-                eprintln!("agent-reach: cannot read stdin: {err}");
+            if !in_flight.take_seat(limit) {
                 break;
             }
-        };
-        let text = String::from_utf8_lossy(&line).trim().to_owned();
-        if text.is_empty() {
-            continue;
-        }
-        if !in_flight.take_seat(limit) {
-            break;
-        }
-        number += 1;
-        let (ctx, in_flight, sender) = (Arc::clone(&ctx), Arc::clone(&in_flight), sender.clone());
-        workers.push(std::thread::spawn(move || {
-            let result = answer(&text, &ctx, |execution| {
-                in_flight.started(number, execution)
+            number += 1;
+            let sender = sender.clone();
+            scope.spawn(move || {
+                let result = answer(&text, ctx, |execution| in_flight.started(number, execution));
+                in_flight.done(number);
+                let _ = sender.send(result);
             });
-            in_flight.done(number);
-            let _ = sender.send(result);
-        }));
-        workers.retain(|worker| !worker.is_finished());
-    }
-    for worker in workers {
-        let _ = worker.join();
-    }
-    drop(sender);
-    writer.join().unwrap_or(exit_code::INTERNAL)
+        }
+        drop(sender);
+        writer.join().unwrap_or(exit_code::INTERNAL)
+    })
 }
 
 #[cfg(test)]
@@ -222,14 +209,13 @@ mod tests {
 
     #[test]
     fn a_stopped_stream_refuses_seats_and_frees_waiters() {
-        let in_flight = Arc::new(InFlight::default());
+        let in_flight = InFlight::default();
         assert!(in_flight.take_seat(1));
-        let waiting = {
-            let in_flight = Arc::clone(&in_flight);
-            std::thread::spawn(move || in_flight.take_seat(1))
-        };
-        in_flight.stop();
-        assert!(!waiting.join().unwrap());
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| in_flight.take_seat(1));
+            in_flight.stop();
+            assert!(!waiting.join().unwrap());
+        });
         assert!(!in_flight.take_seat(1));
     }
 }

@@ -317,11 +317,6 @@ impl Scheduler {
         }
     }
 
-    /// The default global limit: cores × 3.
-    pub(crate) fn default_global() -> usize {
-        std::thread::available_parallelism().map_or(1, |n| n.get()) * 3
-    }
-
     /// Takes a place for `demand` now, without waiting: started at once if
     /// nobody waits before it and everything it needs is free, else queued
     /// behind every earlier request; [`Busy`] when the queue is full.
