@@ -10,9 +10,11 @@
 #![cfg_attr(windows, allow(dead_code))]
 
 // The platform seam: the engine's Linux backend (cgroups, clone3, pidfd,
-// /proc, PTY), the sandbox (Landlock, seccomp), the session machinery and
-// the doors built on them are `cfg(unix)` here, one line each; Windows gets
-// its backend and personalities in [`platform_windows`] beside them.
+// /proc, PTY), the session machinery and the doors built on them are
+// `cfg(unix)` here, one line each; the sandbox (Landlock, seccomp) and the
+// registry's cache, child environment and metrics are `cfg(unix)` inside
+// their modules (Windows parses the policy names and loads registries).
+// Windows gets its backend and personalities in [`platform_windows`].
 
 pub mod apply_patch;
 #[cfg(unix)]
@@ -38,10 +40,8 @@ pub(crate) mod personality;
 pub(crate) mod plan;
 #[cfg(windows)]
 pub(crate) mod platform_windows;
-#[cfg(unix)]
 pub(crate) mod registry;
 pub mod result;
-#[cfg(unix)]
 pub mod sandbox;
 #[cfg(unix)]
 pub(crate) mod scheduler;

@@ -99,6 +99,10 @@ pub(crate) use state::ExitInfo;
 #[cfg(unix)]
 pub(crate) use tap::{Attach, DEFAULT_TAP_CHUNKS, TapReceiver, output_tap};
 
+/// Processes one command may have at once when the registry does not say
+/// (`[limits] pids`; Linux only: Windows has no such limit yet).
+pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
+
 /// How many commands run at once unless the operator says otherwise:
 /// cores × 3 (the scheduler's `global`; on Windows, which has no scheduler
 /// yet, the bound of `exec --jsonl`).

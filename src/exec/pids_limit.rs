@@ -15,9 +15,7 @@
 //!    exact count); as root without a cgroup nothing holds the limit (the
 //!    docs say so).
 
-/// Processes one command may have at once when the registry does not say
-/// (`[limits] pids`).
-pub(crate) const DEFAULT_PIDS_LIMIT: u64 = 4096;
+pub(crate) use super::DEFAULT_PIDS_LIMIT;
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

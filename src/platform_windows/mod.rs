@@ -11,6 +11,8 @@
 //!   [`crate::apply_patch`], CRLF files kept CRLF);
 //! - the session PATH entry with `.exe` copies and `.cmd` shims
 //!   ([`path_entry`]);
+//! - `tools list|show|check|schema` (the registry, the shared
+//!   `crate::cli::tools`);
 //! - `doctor`, saying what works here;
 //! - no sandbox yet: `agent-reach-sandbox`, `--sandbox` other than
 //!   `danger-full-access` and sandboxed MCP calls exit 125 / are refused
@@ -22,10 +24,16 @@ pub(crate) mod console;
 pub(crate) mod engine;
 pub(crate) mod job;
 pub(crate) mod jsonl;
+pub(crate) mod locate;
 pub(crate) mod mcp;
 pub(crate) mod path_entry;
 pub(crate) mod process;
 pub(crate) mod run;
+/// `agent-reach tools list|show|check|schema`: the same file as on Linux
+/// (the registry loads and is inspected the same way everywhere; only the
+/// rest of `crate::cli` is Linux's).
+#[path = "../cli/tools.rs"]
+pub(crate) mod tools;
 
 use std::ffi::OsString;
 
@@ -96,6 +104,8 @@ enum Command {
     Exec(run::ExecArgs),
     /// MCP server on stdio.
     Serve(mcp::ServeArgs),
+    /// The registry: list, show, check, schema.
+    Tools(tools::ToolsArgs),
     /// No sandbox on Windows: exits 125.
     #[command(disable_help_flag = true)]
     Sandbox(PassThrough),
@@ -136,6 +146,7 @@ fn cli_main(mut ctx: ProcessContext) -> i32 {
         Command::Exec(args) if args.jsonl => jsonl::main(&ctx),
         Command::Exec(args) => run::exec_json(&args, &ctx),
         Command::Serve(args) => mcp::main(&args, &ctx),
+        Command::Tools(args) => tools::main(args, ctx),
         Command::Sandbox(_) => refuse_sandbox(),
         Command::ApplyPatch(pass) => {
             ctx.args = pass.args;
@@ -161,7 +172,8 @@ agent-reach doctor (Windows)
   ok    session PATH entry: apply_patch.exe, applypatch.exe, agent-reach-exec.exe and .cmd shims
   no    sandbox: none on Windows; anything but danger-full-access exits 125
   {tty}
-  no    network listeners (serve --listen), the registry tools and the scheduler: Linux only for now
+  ok    the registry: tools list, show, check and schema (paths beneath the root resolved through links and junctions)
+  no    registry tools as requests (exec --json `tool`, MCP), network listeners (serve --listen) and the scheduler: Linux only for now
 "
     )
 }

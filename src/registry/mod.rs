@@ -4,14 +4,22 @@
 //! Loading is pure (files in, [`Registry`] or every problem out); requests
 //! are planned and run by the plan stage, above it.
 
+// The result cache, the child environment and the metrics listener serve
+// the Linux engine and doors; Windows loads, inspects and plans tools with
+// the rest.
 pub(crate) mod builtin;
+#[cfg(unix)]
 pub(crate) mod cache;
+#[cfg(unix)]
 mod cache_store;
+#[cfg(unix)]
 pub(crate) mod env;
 pub(crate) mod kinds;
 pub(crate) mod load;
 pub(crate) mod location;
+#[cfg(unix)]
 pub(crate) mod metrics;
+#[cfg(unix)]
 pub(crate) mod metrics_http;
 pub(crate) mod model;
 pub(crate) mod node;
@@ -26,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) use location::Problem;
+#[cfg(unix)]
 pub(crate) use metrics::Metrics;
 pub(crate) use model::{Settings, ToolSpec};
 

@@ -205,7 +205,7 @@ pub(crate) struct SandboxSettings {
 }
 
 /// Processes one command may have at once (`[limits] pids`): the engine's.
-pub(crate) use crate::exec::pids_limit::DEFAULT_PIDS_LIMIT;
+pub(crate) use crate::exec::DEFAULT_PIDS_LIMIT;
 /// The longest timeout a caller may ask for (`[limits] max_timeout_ms`).
 pub(crate) const DEFAULT_MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// A tool without `timeout` is killed after this long.

@@ -14,6 +14,9 @@ use serde_json::Value;
 
 use super::model::{ExtraArgs, ParamSpec, ParamType, ToolSpec};
 use super::template::Piece;
+#[cfg(windows)]
+use crate::platform_windows::locate::locate;
+#[cfg(unix)]
 use crate::workspace::locate;
 
 /// A parameter's value as argv text.

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,11 @@ pub(crate) enum SecretsError {
         "secrets file {path} has mode {mode:04o}; it must be readable by its owner only (chmod 600 {path})"
     )]
     Permissions { path: PathBuf, mode: u32 },
+    #[cfg(windows)]
+    #[error(
+        "secrets file {path}: Windows has no owner-only mode agent-reach can check, so a secrets file is not read there; pass the secrets in the server's environment instead"
+    )]
+    Unprotectable { path: PathBuf },
     #[error("secrets file {path}:{line}: expected NAME=value")]
     Syntax { path: PathBuf, line: usize },
 }
@@ -85,12 +91,13 @@ impl SecretStore {
     }
 }
 
-fn read_file(path: &Path) -> Result<BTreeMap<String, Vec<u8>>, SecretsError> {
-    let read_error = |source| SecretsError::Read {
+/// Refuses a file that others may read: mode 0600 only.
+#[cfg(unix)]
+fn owner_only(path: &Path) -> Result<(), SecretsError> {
+    let meta = std::fs::metadata(path).map_err(|source| SecretsError::Read {
         path: path.to_path_buf(),
         source,
-    };
-    let meta = std::fs::metadata(path).map_err(read_error)?;
+    })?;
     let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 {
         return Err(SecretsError::Permissions {
@@ -98,6 +105,23 @@ fn read_file(path: &Path) -> Result<BTreeMap<String, Vec<u8>>, SecretsError> {
             mode,
         });
     }
+    Ok(())
+}
+
+/// Windows: no mode bits to check, so no file is trusted with secrets.
+#[cfg(windows)]
+fn owner_only(path: &Path) -> Result<(), SecretsError> {
+    Err(SecretsError::Unprotectable {
+        path: path.to_path_buf(),
+    })
+}
+
+fn read_file(path: &Path) -> Result<BTreeMap<String, Vec<u8>>, SecretsError> {
+    let read_error = |source| SecretsError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    owner_only(path)?;
     let text = std::fs::read_to_string(path).map_err(read_error)?;
     let mut out = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
@@ -165,8 +189,10 @@ pub(crate) fn redact_text(secrets: &[(String, Vec<u8>)], text: &str) -> String {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn file_must_be_private_and_wins_over_env() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("secrets");
         std::fs::write(
@@ -189,6 +215,19 @@ mod tests {
         assert_eq!(store.get("OTHER"), Some(&b"x=y"[..]));
         assert_eq!(store.get("ENVONLY"), Some(&b"e"[..]));
         assert_eq!(store.get("NOPE"), None);
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn a_secrets_file_is_refused_on_windows_and_the_environment_serves() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secrets");
+        std::fs::write(&path, "TOKEN=from-file\n").unwrap();
+        let env: BTreeMap<OsString, OsString> = [("TOKEN".into(), "from-env".into())].into();
+        let err = SecretStore::load(Some(&path), &env, vec![]).unwrap_err();
+        assert!(err.to_string().contains("server's environment"), "{err}");
+        let store = SecretStore::load(None, &env, vec!["TOKEN".into()]).unwrap();
+        assert_eq!(store.get("TOKEN"), Some(&b"from-env"[..]));
     }
 
     #[test]

@@ -59,11 +59,17 @@
 //! (no root and no unprivileged user namespaces, or a nested sandbox),
 //! metadata changes outside the writable roots.
 
+// Windows compiles only the policy names (a registry's `sandbox` keys and
+// a request's `sandbox` field parse there too, and are then refused).
+#[cfg(unix)]
 pub mod args;
+#[cfg(unix)]
 pub(crate) mod attestation;
+#[cfg(unix)]
 pub(crate) mod command;
 #[cfg(target_os = "linux")]
 pub(crate) mod confine;
+#[cfg(unix)]
 pub(crate) mod env_fd;
 #[cfg(target_os = "linux")]
 pub(crate) mod error;
@@ -80,6 +86,7 @@ pub(crate) mod mount_api;
 pub(crate) mod policy;
 #[cfg(target_os = "linux")]
 pub(crate) mod read_only_mounts;
+#[cfg(unix)]
 pub(crate) mod rule_file;
 // Build-time code (build.rs includes them): here only for their tests.
 #[cfg(all(test, target_os = "linux"))]
@@ -93,6 +100,8 @@ pub mod seccomp_rules;
 #[cfg(target_os = "linux")]
 pub(crate) mod seccomp_stack;
 
+#[cfg(unix)]
 pub(crate) use attestation::read_attestation;
 pub use policy::{Network, Policy};
+#[cfg(unix)]
 pub(crate) use policy::{SandboxSpec, UnknownName};

@@ -7,10 +7,13 @@
 //! the command through the `agent-reach-sandbox` link
 //! ([`SandboxSpec::wrapper_argv`]); nothing here touches the kernel.
 
-use std::ffi::OsString;
 use std::fmt;
-use std::path::{Path, PathBuf};
 use std::str::FromStr;
+#[cfg(unix)]
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+};
 
 /// How much of the filesystem a confined command may write. Parsed at each
 /// edge as this one type: clap (`--sandbox`), serde (JSON and TOML), `FromStr`.
@@ -126,6 +129,7 @@ impl FromStr for Network {
 }
 
 /// One confinement request, as the engine asks for it.
+#[cfg(unix)]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SandboxSpec {
     pub policy: Policy,
@@ -141,6 +145,7 @@ pub struct SandboxSpec {
     pub hidden: Vec<PathBuf>,
 }
 
+#[cfg(unix)]
 impl SandboxSpec {
     /// The argv that starts a command confined by this spec:
     /// `[link, --policy, P, --writable-root, R..., --network, N, --cwd, DIR,
@@ -212,6 +217,7 @@ mod tests {
         assert_eq!(Network::default(), Network::Deny);
     }
 
+    #[cfg(unix)]
     #[test]
     fn wrapper_argv_lists_every_flag_in_order() {
         let spec = SandboxSpec {
@@ -251,6 +257,7 @@ mod tests {
         assert_eq!(argv, expected);
     }
 
+    #[cfg(unix)]
     #[test]
     fn wrapper_argv_omits_optional_flags() {
         let argv = SandboxSpec::default().wrapper_argv(Path::new("sb"), Path::new("/w"), None);

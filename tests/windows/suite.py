@@ -353,6 +353,40 @@ def test_mcp_apply_patch_tool_keeps_crlf():
         check(f.read() == b"x\r\nY\r\n", "tool.txt lost its CRLF")
 
 
+def test_tools_inspects_a_registry_with_windows_paths():
+    project = tempfile.mkdtemp(prefix="tools-", dir=WORK)
+    os.makedirs(os.path.join(project, "src"))
+    config = os.path.join(project, "agent-reach.toml")
+    # CRLF line ends, as a Windows editor saves them.
+    with open(config, "wb") as f:
+        f.write(b'max_risk = "medium"\r\n\r\n[[tools]]\r\nname = "dir_src"\r\n'
+                b'command = ["cmd", "/c", "dir", "{path}"]\r\ncwd = "project_root"\r\n'
+                b'risk = "low"\r\ndescription = "List a directory"\r\n'
+                b'params = [{ name = "path", type = "path", required = true }]\r\n'
+                b'\r\n[[tools]]\r\nname = "wipe"\r\ncommand = ["cmd", "/c", "rd"]\r\n'
+                b'cwd = "project_root"\r\nrisk = "high"\r\ndescription = "Remove"\r\n')
+    done = wine(["tools", "check", config])
+    check(done.returncode == 0 and "2 tools" in text(done.stdout),
+          f"check: exit {done.returncode}, {done.stdout!r} {done.stderr!r}")
+    done = wine(["tools", "--config", config, "--root", project, "list"])
+    out = text(done.stdout)
+    check(done.returncode == 0 and "dir_src" in out and "wipe" in out,
+          f"list: exit {done.returncode}, {out!r} {done.stderr!r}")
+    done = wine(["tools", "--config", config, "--root", project, "schema"])
+    schema = json.loads(done.stdout)
+    names = [t.get("name") or t.get("function", {}).get("name") for t in schema]
+    check(done.returncode == 0 and "dir_src" in names and "wipe" not in names,
+          f"schema: {names} (wipe is above max_risk)")
+    bad = os.path.join(project, "bad.toml")
+    with open(bad, "wb") as f:
+        f.write(b'[[tools]]\r\nname = "x"\r\ncommand = ["a"]\r\n')
+    done = wine(["tools", "check", bad])
+    check(done.returncode == 1 and "bad.toml:" in text(done.stdout) and "cwd" in text(done.stdout),
+          f"a tool without cwd: exit {done.returncode}, {done.stdout!r}")
+    done = wine(["tools", "--config", os.path.join(project, "missing.toml"), "list"])
+    check(done.returncode == 2, f"a missing config: exit {done.returncode}")
+
+
 def main():
     tests = [(name, fn) for name, fn in globals().items() if name.startswith("test_")]
     only = os.environ.get("ONLY")
