@@ -38,6 +38,19 @@ pub mod path_guard;
 pub(crate) mod personality;
 #[cfg(unix)]
 pub(crate) mod plan;
+/// Windows plans registry tools with the shared part of the plan stage:
+/// the request, the policy, the decisions and the tool's resolution; the
+/// engine spec, sandbox, cache and scheduling are Linux's.
+#[cfg(windows)]
+pub(crate) mod plan {
+    mod decision;
+    pub(crate) mod policy;
+    pub(crate) mod request;
+    pub(crate) mod resolve;
+
+    pub(crate) use decision::{ApprovalAsk, Door, Rejection};
+    pub(crate) use request::Request;
+}
 #[cfg(windows)]
 pub(crate) mod platform_windows;
 pub(crate) mod registry;
@@ -45,6 +58,13 @@ pub mod result;
 pub mod sandbox;
 #[cfg(unix)]
 pub(crate) mod scheduler;
+/// Windows has no scheduler yet: a request's priority parses there.
+#[cfg(windows)]
+pub(crate) mod scheduler {
+    mod priority;
+
+    pub(crate) use priority::Priority;
+}
 #[cfg(unix)]
 #[doc(hidden)]
 pub use scheduler::SlotBench;

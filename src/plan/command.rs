@@ -7,10 +7,10 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::files::FileOp;
+use super::resolve::caller_cwd;
 use super::sandbox;
 use super::{
-    APPLY_PATCH_TIMEOUT, ApprovalAsk, DEFAULT_COMMAND_TIMEOUT, Door, Plan, Planner, Rejection,
-    Request,
+    APPLY_PATCH_TIMEOUT, DEFAULT_COMMAND_TIMEOUT, Door, Plan, Planner, Rejection, Request,
 };
 use crate::exec::SESSION_VAR;
 use crate::registry::kinds;
@@ -45,16 +45,7 @@ pub(crate) fn plan_command(
         check_workspace(planner, sandboxed, &cwd)?;
     }
     if door != Door::Run {
-        let ask = ApprovalAsk {
-            what: "a raw command".to_owned(),
-            argv: argv
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            workdir: cwd.clone(),
-            risk: policy.raw_commands_risk,
-        };
-        policy.check_approval(ask, door, request.approve)?;
+        policy.check_raw_approval(argv, &cwd, door, request.approve)?;
     }
     let tty = request.tty.unwrap_or(false);
     let tag = crate::exec::new_session_tag();
@@ -160,19 +151,6 @@ fn command_cwd(
         Door::Listener => locate(root, root, workdir)
             .map_err(|e| Rejection::rejected(kinds::DENIED_BY_POLICY, format!("workdir: {e}"))),
     }
-}
-
-/// A directory given by the caller, confined to the project root.
-pub(crate) fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
-    let dir = locate(root, root, workdir)
-        .map_err(|e| Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}")))?;
-    if !dir.is_dir() {
-        return Err(Rejection::rejected(
-            kinds::INVALID_WORKDIR,
-            format!("workdir {} is not an existing directory", workdir.display()),
-        ));
-    }
-    Ok(dir)
 }
 
 /// Under the operator's `workspace-write`, the working directory (which

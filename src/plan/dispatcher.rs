@@ -18,7 +18,7 @@ use crate::registry::Registry;
 use crate::registry::cache::{Lookup, ResultCache};
 use crate::registry::kinds;
 use crate::registry::metrics::{Metrics, Probe, UNKNOWN_TOOL_LABEL};
-use crate::registry::secrets::{SECRETS_FILE_VAR, SecretStore, SecretsError, redact_text};
+use crate::registry::secrets::{SecretStore, SecretsError, redact_text};
 use crate::result::{NormalizedResult, Status};
 use crate::scheduler::{Admission, Busy, Limits, Scheduler};
 
@@ -94,18 +94,7 @@ impl Loaded {
     /// The planner over `registry` for a process configured by `config`:
     /// its secrets loaded, the files a sandboxed command must not read.
     fn new(registry: Registry, config: &DispatcherConfig) -> Result<Self, DispatcherError> {
-        let secrets_file = registry.settings.secrets_file.clone().or_else(|| {
-            config
-                .env
-                .get(&OsString::from(SECRETS_FILE_VAR))
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        });
-        let wanted: Vec<String> = registry
-            .all_tools()
-            .flat_map(|(tool, _)| tool.secrets.iter().cloned())
-            .collect();
-        let secrets = SecretStore::load(secrets_file.as_deref(), &config.env, wanted)?;
+        let (secrets, secrets_file) = SecretStore::for_registry(&registry, &config.env)?;
         // Absolute: the wrapper resolves them from the command's directory.
         let hidden_paths = config
             .hidden_paths

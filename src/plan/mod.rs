@@ -29,10 +29,12 @@
 
 pub(crate) mod caps;
 pub(crate) mod command;
+mod decision;
 pub(crate) mod dispatcher;
 pub(crate) mod files;
 pub(crate) mod policy;
 pub(crate) mod request;
+pub(crate) mod resolve;
 pub(crate) mod runner;
 pub(crate) mod sandbox;
 pub(crate) mod source;
@@ -44,16 +46,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) use decision::{ApprovalAsk, Door, Rejection};
 pub(crate) use dispatcher::{Dispatcher, DispatcherConfig};
 pub(crate) use files::{FileOp, FilePermit};
 pub(crate) use policy::OperatorPolicy;
 pub(crate) use request::{Request, Target};
 
 use crate::exec::{RenderOptions, SpawnSpec};
-use crate::registry::model::{LimitSettings, Risk};
+use crate::registry::model::LimitSettings;
 use crate::registry::secrets::SecretStore;
 use crate::registry::{Registry, kinds};
-use crate::result::Status;
 use crate::scheduler::Demand;
 
 pub(crate) use crate::output::render::DEFAULT_MAX_OUTPUT_TOKENS;
@@ -68,32 +70,11 @@ fn render(request: &Request) -> RenderOptions {
     }
 }
 
-/// A tool without `timeout` is killed after this long (the registry's).
-pub(crate) use crate::registry::model::DEFAULT_TOOL_TIMEOUT;
 /// A one-shot raw command without `timeout_ms` is killed after this long
 /// (as `run --timeout-ms`' default).
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `apply_patch` may take before it is killed.
 pub(crate) const APPLY_PATCH_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Who is asking: decides whose approval counts and whether the operator's
-/// policy governs the request at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Door {
-    /// `agent-reach run`: the local user's own command line. The policy
-    /// does not govern it; its sandbox is its own `--sandbox`.
-    Run,
-    /// `exec --json`/`--jsonl`: a program the operator trusts, so the
-    /// request's `approve` counts.
-    Exec,
-    /// An MCP tool call. The model writes the arguments, so its `approve`
-    /// never counts; `person_approved` is set once a person accepted an
-    /// elicitation for this very call.
-    Mcp { person_approved: bool },
-    /// A network listener without a person (sandboxd, python-runtime,
-    /// swerex): what needs approval is refused.
-    Listener,
-}
 
 /// Everything the engine needs for one command, decided.
 #[derive(Debug)]
@@ -178,54 +159,6 @@ fn check_reserved_env(request: &Request) -> Result<(), Rejection> {
             reserved.join(", ")
         ),
     ))
-}
-
-/// What a person is asked to approve (MCP elicitation).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ApprovalAsk {
-    /// `tool NAME` or `a raw command`.
-    pub(crate) what: String,
-    /// The command line that would run.
-    pub(crate) argv: Vec<String>,
-    /// Where.
-    pub(crate) workdir: PathBuf,
-    pub(crate) risk: Risk,
-}
-
-/// A request refused before anything ran.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub(crate) struct Rejection {
-    /// `rejected`, or `error` when agent-reach itself cannot (a secret
-    /// without a value, a tool's fixed directory missing).
-    pub(crate) status: Status,
-    /// The contract's stable `error.kind`.
-    pub(crate) kind: &'static str,
-    pub(crate) message: String,
-    /// Set when a person's approval would let it run.
-    pub(crate) approval: Option<Box<ApprovalAsk>>,
-}
-
-impl Rejection {
-    /// A `rejected` request.
-    pub(crate) fn rejected(kind: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status: Status::Rejected,
-            kind,
-            message: message.into(),
-            approval: None,
-        }
-    }
-
-    /// agent-reach cannot run it (`status: error`).
-    pub(crate) fn error(kind: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status: Status::Error,
-            kind,
-            message: message.into(),
-            approval: None,
-        }
-    }
 }
 
 /// What the planner needs from the process it runs in.

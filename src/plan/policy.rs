@@ -2,6 +2,7 @@
 //! commands run, at what risk, which sandbox by default, the network, and
 //! whose approval counts. Pure decisions, unit-tested without processes.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{ApprovalAsk, Door, Rejection};
@@ -147,6 +148,27 @@ impl OperatorPolicy {
                 None,
             )),
         }
+    }
+
+    /// Does a raw command from `door` need approval (its risk is
+    /// `raw_commands_risk`), and does the door have it?
+    pub(crate) fn check_raw_approval(
+        &self,
+        argv: &[OsString],
+        workdir: &Path,
+        door: Door,
+        approve: bool,
+    ) -> Result<(), Rejection> {
+        let ask = ApprovalAsk {
+            what: "a raw command".to_owned(),
+            argv: argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            workdir: workdir.to_path_buf(),
+            risk: self.raw_commands_risk,
+        };
+        self.check_approval(ask, door, approve)
     }
 
     /// The sandbox of a command: the request may narrow the policy's (the

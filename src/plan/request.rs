@@ -62,6 +62,7 @@ pub(crate) struct Request {
     pub(crate) keep_blanks: bool,
     /// Where what a one-shot command leaves running goes (the broker's, for
     /// the doors whose platforms keep it); never from the wire.
+    #[cfg(unix)]
     pub(crate) background: Option<super::Background>,
 }
 
@@ -108,6 +109,7 @@ impl Request {
             sandbox: None,
             session: false,
             keep_blanks: false,
+            #[cfg(unix)]
             background: None,
         }
     }

@@ -59,6 +59,9 @@ pub(crate) struct Spec {
     pub(crate) home: PathBuf,
     /// Names spill files.
     pub(crate) label: String,
+    /// Secret values (a registry tool's): replaced by `[REDACTED:NAME]`
+    /// in the output.
+    pub(crate) secrets: Vec<(String, Vec<u8>)>,
 }
 
 /// How the command ended.
@@ -181,7 +184,7 @@ impl Execution {
         let sink = |stream: &str| {
             Sink::new(SinkConfig {
                 cap_bytes: CAP_BYTES,
-                secrets: Vec::new(),
+                secrets: spec.secrets.clone(),
                 keep_color: false,
                 keep_blanks: false,
                 tty: spec.tty,
@@ -532,6 +535,7 @@ mod tests {
             tty,
             home: std::env::temp_dir().join("agent-reach-engine-tests"),
             label: "engine-test".into(),
+            secrets: Vec::new(),
         }
     }
 

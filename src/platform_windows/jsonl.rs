@@ -17,8 +17,9 @@ use std::sync::mpsc;
 use std::sync::{Condvar, Mutex};
 
 use super::engine::Execution;
+use super::operator::Operator;
 use super::path_entry::session_context;
-use super::run::{MAX_REQUEST_BYTES, answer, malformed};
+use super::run::{ExecArgs, MAX_REQUEST_BYTES, answer, malformed};
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::result::NormalizedResult;
@@ -134,12 +135,19 @@ fn next_line(input: &mut impl BufRead) -> std::io::Result<Option<Result<Vec<u8>,
 }
 
 /// `agent-reach exec --jsonl`.
-pub(crate) fn main(ctx: &ProcessContext) -> i32 {
+pub(crate) fn main(args: &ExecArgs, ctx: &ProcessContext) -> i32 {
     let (_entry, ctx) = match session_context(ctx) {
         Ok(ready) => ready,
         Err(err) => {
             eprintln!("agent-reach: {err}");
             return exit_code::INTERNAL;
+        }
+    };
+    let operator = &match Operator::load(&args.registry, &ctx) {
+        Ok(operator) => operator,
+        Err(err) => {
+            eprintln!("agent-reach: {err}");
+            return err.code;
         }
     };
     let (ctx, in_flight) = (&ctx, &InFlight::default());
@@ -175,7 +183,9 @@ pub(crate) fn main(ctx: &ProcessContext) -> i32 {
             number += 1;
             let sender = sender.clone();
             scope.spawn(move || {
-                let result = answer(&text, ctx, |execution| in_flight.started(number, execution));
+                let result = answer(&text, ctx, operator, |execution| {
+                    in_flight.started(number, execution)
+                });
                 in_flight.done(number);
                 let _ = sender.send(result);
             });

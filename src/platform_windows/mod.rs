@@ -5,7 +5,8 @@
 //! `lib.rs`; this module is what Windows has beside them:
 //!
 //! - `run`, the `agent-reach-exec` personality and `exec --json` ([`run`]),
-//!   `exec --jsonl` ([`jsonl`]);
+//!   `exec --jsonl` ([`jsonl`]), with the registry's tools and policy
+//!   ([`operator`], on the shared plan stage);
 //! - `serve`: the MCP server on stdio ([`mcp`]);
 //! - `apply_patch` / `applypatch` / `agent-reach apply-patch` (the shared
 //!   [`crate::apply_patch`], CRLF files kept CRLF);
@@ -26,6 +27,7 @@ pub(crate) mod job;
 pub(crate) mod jsonl;
 pub(crate) mod locate;
 pub(crate) mod mcp;
+pub(crate) mod operator;
 pub(crate) mod path_entry;
 pub(crate) mod process;
 pub(crate) mod run;
@@ -143,7 +145,7 @@ fn cli_main(mut ctx: ProcessContext) -> i32 {
     };
     match cli.command {
         Command::Run(args) => run::main(&args, &ctx),
-        Command::Exec(args) if args.jsonl => jsonl::main(&ctx),
+        Command::Exec(args) if args.jsonl => jsonl::main(&args, &ctx),
         Command::Exec(args) => run::exec_json(&args, &ctx),
         Command::Serve(args) => mcp::main(&args, &ctx),
         Command::Tools(args) => tools::main(args, ctx),
@@ -172,8 +174,8 @@ agent-reach doctor (Windows)
   ok    session PATH entry: apply_patch.exe, applypatch.exe, agent-reach-exec.exe and .cmd shims
   no    sandbox: none on Windows; anything but danger-full-access exits 125
   {tty}
-  ok    the registry: tools list, show, check and schema (paths beneath the root resolved through links and junctions)
-  no    registry tools as requests (exec --json `tool`, MCP), network listeners (serve --listen) and the scheduler: Linux only for now
+  ok    the registry: tools list, show, check and schema; exec --json and --jsonl run its tools under the operator's policy (--config, --profile, --root)
+  no    registry tools over MCP, network listeners (serve --listen) and the scheduler: Linux only for now
 "
     )
 }

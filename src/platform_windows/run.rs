@@ -13,11 +13,13 @@ use serde_json::Value;
 
 use super::conpty;
 use super::engine::{Completed, Execution, Spec};
+use super::operator::{Operator, RegistryFlags};
 use super::path_entry::session_context;
 use super::{FULL_ACCESS, NO_SANDBOX};
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
+use crate::registry::kinds;
 use crate::result::{FullOutputPaths, NormalizedResult, OriginalBytes, Status};
 
 /// The command timeout when none is given (as on Linux).
@@ -77,6 +79,8 @@ pub(crate) struct ExecArgs {
     /// Many requests, one per line; results as they finish.
     #[arg(long)]
     pub(crate) jsonl: bool,
+    #[command(flatten)]
+    pub(crate) registry: RegistryFlags,
 }
 
 /// The `agent-reach-exec` personality.
@@ -177,6 +181,7 @@ pub(crate) fn spec_for(
         tty: command.tty,
         home: ctx.agent_reach_home(),
         label: format!("run-{}", std::process::id()),
+        secrets: Vec::new(),
     })
 }
 
@@ -342,10 +347,11 @@ fn print_json(result: &NormalizedResult) {
     }
 }
 
-/// `agent-reach exec --json`: one request on stdin (`command`, `workdir`,
-/// `timeout_ms`, `max_output_tokens`, `id`), one result on stdout; exit 0
-/// when the status is success, 1 otherwise.
-pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
+/// `agent-reach exec --json`: one request on stdin (a registry `tool` with
+/// its `args`, or a `command`; `workdir`, `timeout_ms`, `max_output_tokens`,
+/// `approve`, `id`), one result on stdout; exit 0 when the status is
+/// success, 1 otherwise (2 or 125 when the registry cannot be used).
+pub(crate) fn exec_json(args: &ExecArgs, ctx: &ProcessContext) -> i32 {
     let (_entry, ctx) = match session_context(ctx) {
         Ok(ready) => ready,
         Err(err) => {
@@ -354,6 +360,13 @@ pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
         }
     };
     let ctx = &ctx;
+    let operator = match Operator::load(&args.registry, ctx) {
+        Ok(operator) => operator,
+        Err(err) => {
+            eprintln!("agent-reach: {err}");
+            return err.code;
+        }
+    };
     let mut text = String::new();
     if let Err(err) = std::io::stdin()
         .take(MAX_REQUEST_BYTES)
@@ -362,7 +375,7 @@ pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
         eprintln!("agent-reach: cannot read the request: {err}");
         return exit_code::USAGE;
     }
-    let result = answer(&text, ctx, |_| {});
+    let result = answer(&text, ctx, &operator, |_| {});
     print_json(&result);
     if result.status == Status::Success {
         exit_code::SUCCESS
@@ -376,39 +389,69 @@ pub(crate) fn exec_json(_args: &ExecArgs, ctx: &ProcessContext) -> i32 {
 pub(crate) fn answer(
     text: &str,
     ctx: &ProcessContext,
+    operator: &Operator,
     started: impl FnOnce(&Execution),
 ) -> NormalizedResult {
-    match request_from_json(text) {
-        Ok((id, command, max_output_tokens, tty_note)) => {
-            let mut result = run_request(id, command, max_output_tokens, ctx, started);
-            if let Some(note) = tty_note {
-                result.stderr.push_str(&format!("agent-reach: {note}\n"));
+    let value: Value = match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) => return malformed(None, format!("the request is not valid JSON: {e}")),
+    };
+    let (id, command, max_output_tokens, tty_note, tool) = if value.get("tool").is_some() {
+        let max_output_tokens = value
+            .get("max_output_tokens")
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_MAX_OUTPUT_TOKENS, |n| n as usize);
+        match operator.tool_run(&value) {
+            Ok(run) => {
+                let id = value.get("id").cloned().filter(|v| !v.is_null());
+                let tool = Some((run.name, run.secrets));
+                (id, run.command, max_output_tokens, run.tty_note, tool)
             }
-            result
+            Err(refused) => return refused,
         }
-        Err((id, message)) => malformed(id, message),
+    } else {
+        match request_from_json(&value) {
+            Ok((id, command, max_output_tokens, tty_note, approve)) => {
+                let workdir = command.workdir.clone().unwrap_or_default();
+                if let Err(rejection) = operator.check_raw(&command.argv, &workdir, approve) {
+                    return NormalizedResult::refused(
+                        id,
+                        None,
+                        rejection.status,
+                        rejection.kind,
+                        rejection.message,
+                    );
+                }
+                (id, command, max_output_tokens, tty_note, None)
+            }
+            Err((id, message)) => return malformed(id, message),
+        }
+    };
+    let mut result = run_request(id, command, max_output_tokens, ctx, tool, started);
+    if let Some(note) = tty_note {
+        result.stderr.push_str(&format!("agent-reach: {note}\n"));
     }
+    result
 }
 
 /// The `rejected` result of a request that cannot be read.
 pub(crate) fn malformed(id: Option<Value>, message: String) -> NormalizedResult {
-    NormalizedResult::refused(id, None, Status::Rejected, "malformed_request", message)
+    NormalizedResult::refused(
+        id,
+        None,
+        Status::Rejected,
+        kinds::MALFORMED_REQUEST,
+        message,
+    )
 }
 
-/// The request's id, its command, its token budget, and the line saying
-/// its tty runs on pipes (when it does).
-type ParsedRequest = (Option<Value>, Command, usize, Option<String>);
+/// A raw command request: its id, its command, its token budget, the line
+/// saying its tty runs on pipes (when it does), and its `approve`.
+type ParsedRequest = (Option<Value>, Command, usize, Option<String>, bool);
 
-fn request_from_json(text: &str) -> Result<ParsedRequest, (Option<Value>, String)> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| (None, format!("the request is not valid JSON: {e}")))?;
+fn request_from_json(value: &Value) -> Result<ParsedRequest, (Option<Value>, String)> {
     let id = value.get("id").cloned().filter(|v| !v.is_null());
     let fail = |message: &str| (id.clone(), message.to_owned());
-    if value.get("tool").is_some() {
-        return Err(fail(
-            "registry tools are not available on Windows yet: send `command` (an argv)",
-        ));
-    }
     if value
         .get("sandbox")
         .and_then(Value::as_str)
@@ -440,6 +483,7 @@ fn request_from_json(text: &str) -> Result<ParsedRequest, (Option<Value>, String
         .and_then(Value::as_str)
         .map(PathBuf::from);
     let (tty, tty_note) = conpty::grant(value.get("tty").and_then(Value::as_bool) == Some(true));
+    let approve = value.get("approve").and_then(Value::as_bool) == Some(true);
     Ok((
         id,
         Command {
@@ -452,28 +496,34 @@ fn request_from_json(text: &str) -> Result<ParsedRequest, (Option<Value>, String
         },
         max_output_tokens,
         tty_note,
+        approve,
     ))
 }
 
+/// Runs a request's command: `tool` is the registry tool's name and its
+/// secrets (redacted from the output), for a tool request.
 fn run_request(
     id: Option<Value>,
     command: Command,
     max_output_tokens: usize,
     ctx: &ProcessContext,
+    tool: Option<(String, Vec<(String, Vec<u8>)>)>,
     started: impl FnOnce(&Execution),
 ) -> NormalizedResult {
-    let spec = match spec_for(command, ctx, false, false) {
+    let (name, secrets) = tool.unzip();
+    let mut spec = match spec_for(command, ctx, false, false) {
         Ok(spec) => spec,
         Err(refusal) => {
             return NormalizedResult::refused(
                 id,
-                None,
+                name,
                 Status::Rejected,
                 "rejected",
                 refusal.to_string(),
             );
         }
     };
+    spec.secrets = secrets.unwrap_or_default();
     match Execution::spawn(&spec) {
         Ok(execution) => {
             started(&execution);
@@ -481,10 +531,16 @@ fn run_request(
                 max_output_tokens,
                 keep_color: false,
             };
-            to_result(&execution.finish(&opts), id)
+            let mut result = to_result(&execution.finish(&opts), id);
+            result.tool = name;
+            result
         }
-        Err(err) => {
-            NormalizedResult::refused(id, None, Status::Error, "spawn_failed", err.to_string())
-        }
+        Err(err) => NormalizedResult::refused(
+            id,
+            name,
+            Status::Error,
+            kinds::SPAWN_FAILED,
+            err.to_string(),
+        ),
     }
 }

@@ -73,6 +73,26 @@ impl SecretStore {
         })
     }
 
+    /// The secrets `registry`'s tools name: from its `secrets_file` (else
+    /// `$AGENT_REACH_SECRETS_FILE` in `env`) and from `env`. Also the file
+    /// it read, if any (a sandboxed command must not read it).
+    pub(crate) fn for_registry(
+        registry: &super::Registry,
+        env: &BTreeMap<OsString, OsString>,
+    ) -> Result<(Self, Option<PathBuf>), SecretsError> {
+        let file = registry.settings.secrets_file.clone().or_else(|| {
+            env.get(&OsString::from(SECRETS_FILE_VAR))
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
+        let wanted: Vec<String> = registry
+            .all_tools()
+            .flat_map(|(tool, _)| tool.secrets.iter().cloned())
+            .collect();
+        let store = Self::load(file.as_deref(), env, wanted)?;
+        Ok((store, file))
+    }
+
     /// One secret's value.
     pub(crate) fn get(&self, name: &str) -> Option<&[u8]> {
         self.from_file

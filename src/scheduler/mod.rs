@@ -39,6 +39,7 @@
 //! request) is refused at once (no await) with a `retry_after_ms` estimated
 //! from recent run times.
 
+mod priority;
 mod slots;
 mod state;
 mod tickets;
@@ -50,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+pub(crate) use priority::Priority;
 use slots::{Hold, MachineSlots};
 pub(crate) use state::Limits;
 use state::{State, WaitKey};
@@ -59,26 +61,6 @@ pub(crate) use crate::logging::LOCAL_CALLER;
 
 /// How often the head of the queue looks for a slot another process freed.
 const MACHINE_POLL: Duration = Duration::from_millis(5);
-
-/// Request priority; higher runs first among waiters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub(crate) enum Priority {
-    Low,
-    #[default]
-    Normal,
-    High,
-}
-
-impl Priority {
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        match text {
-            "high" => Some(Self::High),
-            "normal" => Some(Self::Normal),
-            "low" => Some(Self::Low),
-            _ => None,
-        }
-    }
-}
 
 /// What one request needs to run, and whose it is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -149,6 +149,58 @@ def test_exec_json_runs_one_request():
     check(result["id"] == 7, str(result))
 
 
+def test_exec_runs_registry_tools_under_the_policy():
+    project = tempfile.mkdtemp(prefix="tool-requests-", dir=WORK)
+    os.makedirs(os.path.join(project, "src"))
+    with open(os.path.join(project, "src", "a.txt"), "w") as f:
+        f.write("in src")
+    config = os.path.join(project, "agent-reach.toml")
+    with open(config, "wb") as f:
+        f.write(b'[[tools]]\r\nname = "show"\r\ncommand = ["cmd", "/c", "type", "{path}"]\r\n'
+                b'cwd = "project_root"\r\nrisk = "low"\r\ndescription = "Print a file"\r\n'
+                b'params = [{ name = "path", type = "path", required = true }]\r\n'
+                b'\r\n[[tools]]\r\nname = "wipe"\r\ncommand = ["cmd", "/c", "echo", "wiped"]\r\n'
+                b'cwd = "project_root"\r\nrisk = "high"\r\ndescription = "Pretend"\r\n'
+                b'\r\n[[tools]]\r\nname = "token"\r\ncommand = ["cmd", "/c", "echo %TOKEN%"]\r\n'
+                b'cwd = "project_root"\r\nrisk = "low"\r\ndescription = "Leak"\r\n'
+                b'secrets = ["TOKEN"]\r\n')
+    flags = ["exec", "--jsonl", "--config", config, "--root", project]
+    lines = [
+        {"id": "show", "tool": "show", "args": {"path": "src\\a.txt"}},
+        {"id": "outside", "tool": "show", "args": {"path": "..\\x.txt"}},
+        {"id": "risky", "tool": "wipe"},
+        {"id": "approved", "tool": "wipe", "approve": True},
+        {"id": "secret", "tool": "token"},
+        {"id": "nope", "tool": "nope"},
+        {"id": "raw", "command": ["cmd", "/c", "echo raw"]},
+    ]
+    done = wine(flags, stdin="".join(json.dumps(line) + "\n" for line in lines).encode(),
+                env={"TOKEN": "s3cr3t-value"})
+    check(done.returncode == 0, f"exit {done.returncode}, stderr {done.stderr!r}")
+    by_id = {r.get("id"): r for r in map(json.loads, done.stdout.decode().splitlines())}
+    check(len(by_id) == len(lines), str(by_id))
+    show = by_id["show"]
+    check(show["status"] == "success" and show["stdout"] == "in src" and show["tool"] == "show",
+          str(show))
+    check(by_id["outside"]["error"]["kind"] == "invalid_params", str(by_id["outside"]))
+    check(by_id["risky"]["error"]["kind"] == "approval_required", str(by_id["risky"]))
+    check(by_id["approved"]["status"] == "success" and by_id["approved"]["stdout"] == "wiped\n",
+          str(by_id["approved"]))
+    secret = by_id["secret"]
+    check(secret["status"] == "success" and "s3cr3t-value" not in secret["stdout"]
+          and "[REDACTED:TOKEN]" in secret["stdout"], str(secret))
+    check(by_id["nope"]["error"]["kind"] == "unknown_tool", str(by_id["nope"]))
+    check(by_id["raw"]["error"]["kind"] == "raw_commands_disabled", str(by_id["raw"]))
+    # A config that does not load is 125, a missing one 2 (as on Linux).
+    bad = os.path.join(project, "bad.toml")
+    with open(bad, "w") as f:
+        f.write('[[tools]]\nname = "x"\ncommand = ["a"]\n')
+    done = wine(["exec", "--json", "--config", bad], stdin=b"{}")
+    check(done.returncode == 125, f"a bad config: exit {done.returncode}")
+    done = wine(["exec", "--json", "--config", os.path.join(project, "missing.toml")], stdin=b"{}")
+    check(done.returncode == 2, f"a missing config: exit {done.returncode}")
+
+
 def test_exec_jsonl_answers_each_line_as_it_finishes():
     lines = [
         json.dumps({"id": "slow", "command": ["ping", "-n", "4", "127.0.0.1"]}),

@@ -1,0 +1,187 @@
+//! The operator's registry behind Windows' `exec --json` and `--jsonl`
+//! (`--config`, `--profile`, `--root`, loaded once per process): a `tool`
+//! request is resolved by the shared plan stage ([`crate::plan::resolve`])
+//! into a command for the Windows engine, and a raw `command` is held to the
+//! same policy as on Linux (`allow_raw_commands`, `raw_commands_risk`,
+//! `max_risk`, `approval`). Without `--config` the built-in registry serves,
+//! which allows raw commands.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::run::Command;
+use super::{NO_SANDBOX, conpty};
+use crate::context::ProcessContext;
+use crate::exit_code;
+use crate::plan::policy::OperatorPolicy;
+use crate::plan::request::{Malformed, Target};
+use crate::plan::resolve::resolve_tool;
+use crate::plan::{Door, Rejection, Request};
+use crate::registry::secrets::SecretStore;
+use crate::registry::{Registry, RegistryError, kinds};
+use crate::result::{NormalizedResult, Status};
+use crate::sandbox::Policy;
+
+/// `--config`, `--profile`, `--root` of `exec` (as on Linux).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct RegistryFlags {
+    /// The registry file (default: the built-in registry).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Narrow the registry to one of its profiles.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) profile: Option<String>,
+    /// The project root: the tools' directory and the root `path`
+    /// parameters are confined to (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) root: Option<PathBuf>,
+}
+
+/// The registry, its policy and its secrets.
+#[derive(Debug)]
+pub(crate) struct Operator {
+    registry: Registry,
+    policy: OperatorPolicy,
+    secrets: SecretStore,
+}
+
+/// Why `exec` cannot start: the message and the contract's exit code (2
+/// for what the command line names, 125 for a config that does not load).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct SetupError {
+    pub(crate) code: i32,
+    pub(crate) message: String,
+}
+
+/// A tool request made ready for the engine.
+#[derive(Debug)]
+pub(crate) struct ToolRun {
+    pub(crate) name: String,
+    pub(crate) command: Command,
+    /// The tool's secrets: in its environment, redacted from its output.
+    pub(crate) secrets: Vec<(String, Vec<u8>)>,
+    pub(crate) tty_note: Option<String>,
+}
+
+impl Operator {
+    /// Loads what the flags name.
+    pub(crate) fn load(flags: &RegistryFlags, ctx: &ProcessContext) -> Result<Self, SetupError> {
+        let usage = |message: String| SetupError {
+            code: exit_code::USAGE,
+            message,
+        };
+        let given = match (&flags.root, ctx.cwd()) {
+            (Some(root), Ok(cwd)) => cwd.join(root),
+            (Some(root), Err(_)) => root.clone(),
+            (None, Ok(cwd)) => cwd.to_path_buf(),
+            (None, Err(e)) => return Err(usage(format!("{e}; pass --root DIR"))),
+        };
+        let registry = Registry::load(flags.config.as_deref(), flags.profile.as_deref(), &given)
+            .map_err(|err| SetupError {
+                code: match err {
+                    RegistryError::Invalid { .. } => exit_code::INTERNAL,
+                    RegistryError::Read { .. }
+                    | RegistryError::UnknownProfile { .. }
+                    | RegistryError::Root { .. } => exit_code::USAGE,
+                },
+                message: err.to_string(),
+            })?;
+        let (secrets, _) =
+            SecretStore::for_registry(&registry, &ctx.env).map_err(|err| SetupError {
+                code: exit_code::INTERNAL,
+                message: err.to_string(),
+            })?;
+        let policy = OperatorPolicy::from_settings(&registry.settings, &registry.root);
+        Ok(Self {
+            registry,
+            policy,
+            secrets,
+        })
+    }
+
+    /// A `tool` request resolved into a command, or its refusal.
+    pub(crate) fn tool_run(&self, value: &Value) -> Result<ToolRun, NormalizedResult> {
+        let request = Request::from_json(value).map_err(refused_malformed)?;
+        let Target::Tool { name, args } = &request.target else {
+            return Err(NormalizedResult::refused(
+                request.id,
+                None,
+                Status::Rejected,
+                kinds::MALFORMED_REQUEST,
+                "a tool request needs `tool`",
+            ));
+        };
+        let refuse = |rejection: Rejection| {
+            NormalizedResult::refused(
+                request.id.clone(),
+                Some(name.clone()),
+                rejection.status,
+                rejection.kind,
+                rejection.message,
+            )
+        };
+        let call = resolve_tool(
+            &self.policy,
+            &self.secrets,
+            &self.registry,
+            &request,
+            name,
+            args,
+            Door::Exec,
+        )
+        .map_err(refuse)?;
+        if call.sandbox.is_some_and(|p| p != Policy::DangerFullAccess) {
+            return Err(refuse(Rejection::rejected(
+                "rejected",
+                format!("tool {name} runs sandboxed: {NO_SANDBOX}"),
+            )));
+        }
+        let (tty, tty_note) = conpty::grant(call.tty);
+        let env = self
+            .registry
+            .settings
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .chain(call.secrets.iter().map(|(k, v)| {
+                (
+                    OsString::from(k),
+                    OsString::from(String::from_utf8_lossy(v).into_owned()),
+                )
+            }))
+            .collect();
+        Ok(ToolRun {
+            name: name.clone(),
+            command: Command {
+                argv: call.argv.iter().map(OsString::from).collect(),
+                workdir: Some(call.cwd),
+                timeout: Some(call.timeout),
+                env,
+                verbatim_args: false,
+                tty,
+            },
+            secrets: call.secrets,
+            tty_note,
+        })
+    }
+
+    /// May this raw command run (the policy's word on raw commands and
+    /// their risk; a request's `approve` counts, as on Linux's `exec`)?
+    pub(crate) fn check_raw(
+        &self,
+        argv: &[OsString],
+        workdir: &Path,
+        approve: bool,
+    ) -> Result<(), Rejection> {
+        self.policy.check_raw_commands()?;
+        self.policy
+            .check_raw_approval(argv, workdir, Door::Exec, approve)
+    }
+}
+
+fn refused_malformed(m: Malformed) -> NormalizedResult {
+    NormalizedResult::refused(m.id, m.tool, Status::Rejected, m.kind, m.message)
+}
