@@ -7,7 +7,7 @@
 //! which allows raw commands.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::plan::policy::OperatorPolicy;
 use crate::plan::request::{Malformed, Target};
-use crate::plan::resolve::resolve_tool;
+use crate::plan::resolve::{caller_cwd, resolve_tool};
 use crate::plan::{Door, Rejection, Request};
 use crate::registry::secrets::SecretStore;
 use crate::registry::{Registry, RegistryError, kinds};
@@ -168,17 +168,21 @@ impl Operator {
         })
     }
 
-    /// May this raw command run (the policy's word on raw commands and
-    /// their risk; a request's `approve` counts, as on Linux's `exec`)?
-    pub(crate) fn check_raw(
-        &self,
-        argv: &[OsString],
-        workdir: &Path,
-        approve: bool,
-    ) -> Result<(), Rejection> {
+    /// Holds a raw command to the policy (raw commands allowed, their
+    /// risk, the approval a request's `approve` gives, as on Linux's
+    /// `exec`) and settles its directory as Linux does: the project root,
+    /// or a `workdir` beneath it.
+    pub(crate) fn admit_raw(&self, command: &mut Command, approve: bool) -> Result<(), Rejection> {
         self.policy.check_raw_commands()?;
+        let root = &self.registry.root;
+        let cwd = match &command.workdir {
+            Some(workdir) => caller_cwd(root, workdir)?,
+            None => root.clone(),
+        };
         self.policy
-            .check_raw_approval(argv, workdir, Door::Exec, approve)
+            .check_raw_approval(&command.argv, &cwd, Door::Exec, approve)?;
+        command.workdir = Some(cwd);
+        Ok(())
     }
 }
 

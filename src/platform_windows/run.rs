@@ -411,9 +411,8 @@ pub(crate) fn answer(
         }
     } else {
         match request_from_json(&value) {
-            Ok((id, command, max_output_tokens, tty_note, approve)) => {
-                let workdir = command.workdir.clone().unwrap_or_default();
-                if let Err(rejection) = operator.check_raw(&command.argv, &workdir, approve) {
+            Ok((id, mut command, max_output_tokens, tty_note, approve)) => {
+                if let Err(rejection) = operator.admit_raw(&mut command, approve) {
                     return NormalizedResult::refused(
                         id,
                         None,

@@ -191,6 +191,20 @@ def test_exec_runs_registry_tools_under_the_policy():
           and "[REDACTED:TOKEN]" in secret["stdout"], str(secret))
     check(by_id["nope"]["error"]["kind"] == "unknown_tool", str(by_id["nope"]))
     check(by_id["raw"]["error"]["kind"] == "raw_commands_disabled", str(by_id["raw"]))
+    # The built-in registry allows raw commands: they run in the root, and
+    # a workdir must lie beneath it.
+    lines = [
+        {"id": "here", "command": ["cmd", "/c", "cd"]},
+        {"id": "src", "command": ["cmd", "/c", "cd"], "workdir": "src"},
+        {"id": "out", "command": ["cmd", "/c", "cd"], "workdir": ".."},
+    ]
+    done = wine(["exec", "--jsonl", "--root", project],
+                stdin="".join(json.dumps(line) + "\n" for line in lines).encode())
+    by_id = {r.get("id"): r for r in map(json.loads, done.stdout.decode().splitlines())}
+    check(by_id["here"]["stdout"].strip().lower().endswith(os.path.basename(project).lower()),
+          str(by_id["here"]))
+    check(by_id["src"]["stdout"].strip().lower().endswith("\\src"), str(by_id["src"]))
+    check(by_id["out"]["error"]["kind"] == "invalid_workdir", str(by_id["out"]))
     # A config that does not load is 125, a missing one 2 (as on Linux).
     bad = os.path.join(project, "bad.toml")
     with open(bad, "w") as f:
