@@ -59,6 +59,9 @@ pub(crate) struct SetupError {
 /// A tool request made ready for the engine.
 #[derive(Debug)]
 pub(crate) struct ToolRun {
+    /// The request's `id` and token budget, as the shared parser read them.
+    pub(crate) id: Option<Value>,
+    pub(crate) max_output_tokens: Option<usize>,
     pub(crate) name: String,
     pub(crate) command: Command,
     /// The tool's secrets: in its environment, redacted from its output.
@@ -154,6 +157,8 @@ impl Operator {
             }))
             .collect();
         Ok(ToolRun {
+            id: request.id.clone(),
+            max_output_tokens: request.max_output_tokens,
             name: name.clone(),
             command: Command {
                 argv: call.argv.iter().map(OsString::from).collect(),

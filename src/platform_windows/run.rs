@@ -397,15 +397,11 @@ pub(crate) fn answer(
         Err(e) => return malformed(None, format!("the request is not valid JSON: {e}")),
     };
     let (id, command, max_output_tokens, tty_note, tool) = if value.get("tool").is_some() {
-        let max_output_tokens = value
-            .get("max_output_tokens")
-            .and_then(Value::as_u64)
-            .map_or(DEFAULT_MAX_OUTPUT_TOKENS, |n| n as usize);
         match operator.tool_run(&value) {
             Ok(run) => {
-                let id = value.get("id").cloned().filter(|v| !v.is_null());
+                let tokens = run.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
                 let tool = Some((run.name, run.secrets));
-                (id, run.command, max_output_tokens, run.tty_note, tool)
+                (run.id, run.command, tokens, run.tty_note, tool)
             }
             Err(refused) => return refused,
         }
