@@ -45,6 +45,7 @@ pub(crate) mod plan;
 pub(crate) mod plan {
     mod decision;
     pub(crate) mod policy;
+    pub(crate) mod registry_args;
     pub(crate) mod request;
     pub(crate) mod resolve;
 

@@ -33,6 +33,7 @@ mod decision;
 pub(crate) mod dispatcher;
 pub(crate) mod files;
 pub(crate) mod policy;
+pub(crate) mod registry_args;
 pub(crate) mod request;
 pub(crate) mod resolve;
 pub(crate) mod runner;

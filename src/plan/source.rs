@@ -5,52 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub(crate) use super::registry_args::RegistryArgs;
 use super::{Dispatcher, DispatcherConfig};
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::path_guard::ProcessSession;
-use crate::registry::{Registry, RegistryError};
-
-/// `--config`, `--profile`, `--root`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct RegistryArgs {
-    /// The registry file (default: the built-in registry).
-    #[arg(long, global = true, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Narrow the registry to one of its profiles.
-    #[arg(long, global = true, value_name = "NAME")]
-    pub(crate) profile: Option<String>,
-    /// The project root: default working directory, and the root `path`
-    /// parameters are confined to (default: the current directory).
-    #[arg(long, global = true, value_name = "DIR")]
-    pub(crate) root: Option<PathBuf>,
-}
+use crate::registry::RegistryError;
 
 impl RegistryArgs {
-    /// The project root: `--root` (relative to the working directory), else
-    /// the working directory; resolved, and a directory. The error is one
-    /// line naming the path.
-    pub(crate) fn project_root(&self, ctx: &ProcessContext) -> Result<PathBuf, String> {
-        let given = match (&self.root, ctx.cwd()) {
-            (Some(root), Ok(cwd)) => cwd.join(root),
-            (Some(root), Err(_)) => root.clone(),
-            (None, Ok(cwd)) => cwd.to_path_buf(),
-            (None, Err(e)) => return Err(format!("{e}; pass --root DIR")),
-        };
-        let root = given
-            .canonicalize()
-            .map_err(|e| format!("--root {}: {e}", given.display()))?;
-        if !root.is_dir() {
-            return Err(format!("--root {} is not a directory", root.display()));
-        }
-        Ok(root)
-    }
-
-    /// The registry these flags name, for `root`.
-    pub(crate) fn load(&self, root: &Path) -> Result<Registry, RegistryError> {
-        Registry::load(self.config.as_deref(), self.profile.as_deref(), root)
-    }
-
     /// Loads the registry and profile again and swaps them into
     /// `dispatcher` (`SIGHUP`); a file that does not load is refused and
     /// logged, and the old registry stays. Returns how many tools it has.
@@ -139,14 +101,9 @@ impl RegistrySetupError {
     /// refused secrets file).
     pub(crate) fn exec_exit_code(&self) -> i32 {
         match self {
-            RegistrySetupError::Root(_)
-            | RegistrySetupError::Registry(
-                RegistryError::Read { .. }
-                | RegistryError::UnknownProfile { .. }
-                | RegistryError::Root { .. },
-            ) => exit_code::USAGE,
-            RegistrySetupError::Registry(RegistryError::Invalid { .. })
-            | RegistrySetupError::Dispatcher(_) => exit_code::INTERNAL,
+            RegistrySetupError::Root(_) => exit_code::USAGE,
+            RegistrySetupError::Registry(err) => super::registry_args::exec_exit_code(err),
+            RegistrySetupError::Dispatcher(_) => exit_code::INTERNAL,
         }
     }
 }

@@ -6,38 +6,22 @@
 //! `max_risk`, `approval`). Without `--config` the built-in registry serves,
 //! which allows raw commands.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-
 use serde_json::Value;
+use std::ffi::OsString;
 
 use super::run::Command;
 use super::{NO_SANDBOX, conpty};
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::plan::policy::OperatorPolicy;
+use crate::plan::registry_args::{RegistryArgs, exec_exit_code};
 use crate::plan::request::{Malformed, Target};
 use crate::plan::resolve::{caller_cwd, resolve_tool};
 use crate::plan::{Door, Rejection, Request};
 use crate::registry::secrets::SecretStore;
-use crate::registry::{Registry, RegistryError, kinds};
+use crate::registry::{Registry, kinds};
 use crate::result::{NormalizedResult, Status};
 use crate::sandbox::Policy;
-
-/// `--config`, `--profile`, `--root` of `exec` (as on Linux).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub(crate) struct RegistryFlags {
-    /// The registry file (default: the built-in registry).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) config: Option<PathBuf>,
-    /// Narrow the registry to one of its profiles.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) profile: Option<String>,
-    /// The project root: the tools' directory and the root `path`
-    /// parameters are confined to (default: the current directory).
-    #[arg(long, value_name = "DIR")]
-    pub(crate) root: Option<PathBuf>,
-}
 
 /// The registry, its policy and its secrets.
 #[derive(Debug)]
@@ -71,27 +55,15 @@ pub(crate) struct ToolRun {
 
 impl Operator {
     /// Loads what the flags name.
-    pub(crate) fn load(flags: &RegistryFlags, ctx: &ProcessContext) -> Result<Self, SetupError> {
-        let usage = |message: String| SetupError {
+    pub(crate) fn load(flags: &RegistryArgs, ctx: &ProcessContext) -> Result<Self, SetupError> {
+        let root = flags.project_root(ctx).map_err(|message| SetupError {
             code: exit_code::USAGE,
             message,
-        };
-        let given = match (&flags.root, ctx.cwd()) {
-            (Some(root), Ok(cwd)) => cwd.join(root),
-            (Some(root), Err(_)) => root.clone(),
-            (None, Ok(cwd)) => cwd.to_path_buf(),
-            (None, Err(e)) => return Err(usage(format!("{e}; pass --root DIR"))),
-        };
-        let registry = Registry::load(flags.config.as_deref(), flags.profile.as_deref(), &given)
-            .map_err(|err| SetupError {
-                code: match err {
-                    RegistryError::Invalid { .. } => exit_code::INTERNAL,
-                    RegistryError::Read { .. }
-                    | RegistryError::UnknownProfile { .. }
-                    | RegistryError::Root { .. } => exit_code::USAGE,
-                },
-                message: err.to_string(),
-            })?;
+        })?;
+        let registry = flags.load(&root).map_err(|err| SetupError {
+            code: exec_exit_code(&err),
+            message: err.to_string(),
+        })?;
         let (secrets, _) =
             SecretStore::for_registry(&registry, &ctx.env).map_err(|err| SetupError {
                 code: exit_code::INTERNAL,

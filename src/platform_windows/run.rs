@@ -13,12 +13,13 @@ use serde_json::Value;
 
 use super::conpty;
 use super::engine::{Completed, Execution, Spec};
-use super::operator::{Operator, RegistryFlags};
+use super::operator::Operator;
 use super::path_entry::session_context;
 use super::{FULL_ACCESS, NO_SANDBOX};
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
+use crate::plan::registry_args::RegistryArgs;
 use crate::registry::kinds;
 use crate::result::{FullOutputPaths, NormalizedResult, OriginalBytes, Status};
 
@@ -80,7 +81,7 @@ pub(crate) struct ExecArgs {
     #[arg(long)]
     pub(crate) jsonl: bool,
     #[command(flatten)]
-    pub(crate) registry: RegistryFlags,
+    pub(crate) registry: RegistryArgs,
 }
 
 /// The `agent-reach-exec` personality.
