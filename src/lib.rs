@@ -25,6 +25,14 @@ pub(crate) mod context;
 pub mod dispatch;
 #[cfg(unix)]
 pub mod doors;
+/// Windows' MCP server shares the MCP door's portable part: asking a person
+/// to approve, and a normalized result as a tool result.
+#[cfg(windows)]
+pub(crate) mod doors {
+    pub(crate) mod mcp {
+        pub(crate) mod portable;
+    }
+}
 pub mod exec;
 pub(crate) mod exit_code;
 #[cfg(unix)]
@@ -44,6 +52,7 @@ pub(crate) mod plan;
 #[cfg(windows)]
 pub(crate) mod plan {
     mod decision;
+    pub(crate) mod files;
     pub(crate) mod policy;
     pub(crate) mod registry_args;
     pub(crate) mod request;

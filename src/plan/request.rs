@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde_json::{Map, Value};
 
 use crate::registry::kinds;
+use crate::registry::model::ToolSpec;
 use crate::sandbox::Policy;
 use crate::scheduler::Priority;
 
@@ -123,6 +124,27 @@ impl Request {
                 args: Args::Named(args),
             })
         }
+    }
+
+    /// A request for the registry tool `tool` from an MCP call's arguments:
+    /// the request-level fields (`approve`, `max_output_tokens`) are taken
+    /// out of them unless the tool declares a parameter of that name.
+    pub(crate) fn for_mcp_tool(tool: &ToolSpec, mut args: Map<String, Value>) -> Self {
+        let mut take = |field: &str| {
+            if tool.declares(field) {
+                None
+            } else {
+                args.remove(field)
+            }
+        };
+        let approve = take("approve");
+        let max_tokens = take("max_output_tokens");
+        let mut request = Self::for_tool(None, tool.name(), args);
+        request.approve = approve.and_then(|v| v.as_bool()).unwrap_or(false);
+        request.max_output_tokens = max_tokens
+            .and_then(|v| v.as_u64())
+            .and_then(|v| usize::try_from(v).ok());
+        request
     }
 
     /// A raw command.

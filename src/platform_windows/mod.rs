@@ -7,7 +7,7 @@
 //! - `run`, the `agent-reach-exec` personality and `exec --json` ([`run`]),
 //!   `exec --jsonl` ([`jsonl`]), with the registry's tools and policy
 //!   ([`operator`], on the shared plan stage);
-//! - `serve`: the MCP server on stdio ([`mcp`]);
+//! - `serve`: the MCP server on stdio with the registry's tools ([`mcp`]);
 //! - `apply_patch` / `applypatch` / `agent-reach apply-patch` (the shared
 //!   [`crate::apply_patch`], CRLF files kept CRLF);
 //! - the session PATH entry with `.exe` copies and `.cmd` shims
@@ -170,12 +170,13 @@ agent-reach doctor (Windows)
   ok    exec engine: CreateProcessW into a job object (kill-on-close); the timeout (124) and kill_session end the whole tree
   ok    output: the Linux pipeline (clean-up, fold, spill); non-UTF-8 output decoded from the child's code page
   ok    console code page 65001 when there is a console
-  ok    MCP over stdio (serve), run, exec --json and --jsonl, apply_patch (CRLF kept)
+  ok    MCP over stdio (serve): the five built-in tools and the registry's, under the operator's policy; a person asked to approve (elicitation)
+  ok    run, exec --json and --jsonl, apply_patch (CRLF kept)
   ok    session PATH entry: apply_patch.exe, applypatch.exe, agent-reach-exec.exe and .cmd shims
   no    sandbox: none on Windows; anything but danger-full-access exits 125
   {tty}
-  ok    the registry: tools list, show, check and schema; exec --json and --jsonl run its tools under the operator's policy (--config, --profile, --root)
-  no    registry tools over MCP, network listeners (serve --listen) and the scheduler: Linux only for now
+  ok    the registry: tools list, show, check and schema; exec --json, --jsonl and serve run its tools under the operator's policy (--config, --profile, --root); the built-in file tools are dir, type and findstr
+  no    network listeners (serve --listen) and the scheduler: Linux only for now
 "
     )
 }

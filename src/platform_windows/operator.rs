@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 use super::run::Command;
 use super::{NO_SANDBOX, conpty};
@@ -77,42 +78,65 @@ impl Operator {
         })
     }
 
-    /// A `tool` request resolved into a command, or its refusal.
+    /// The registry the operator loaded.
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The operator's policy.
+    pub(crate) fn policy(&self) -> &OperatorPolicy {
+        &self.policy
+    }
+
+    /// The project root (canonical).
+    pub(crate) fn root(&self) -> &Path {
+        &self.registry.root
+    }
+
+    /// Whether the policy lets raw commands (and the file writes a caller
+    /// writes itself) run at all.
+    pub(crate) fn raw_allowed(&self) -> bool {
+        self.policy.check_raw_commands().is_ok()
+    }
+
+    /// A `tool` request line of `exec` resolved into a command, or its
+    /// refusal as a result.
     pub(crate) fn tool_run(&self, value: &Value) -> Result<ToolRun, NormalizedResult> {
         let request = Request::from_json(value).map_err(refused_malformed)?;
-        let Target::Tool { name, args } = &request.target else {
-            return Err(NormalizedResult::refused(
-                request.id,
-                None,
-                Status::Rejected,
-                kinds::MALFORMED_REQUEST,
-                "a tool request needs `tool`",
-            ));
-        };
-        let refuse = |rejection: Rejection| {
+        self.resolve(&request, Door::Exec).map_err(|rejection| {
             NormalizedResult::refused(
                 request.id.clone(),
-                Some(name.clone()),
+                request.tool_name().map(str::to_owned),
                 rejection.status,
                 rejection.kind,
                 rejection.message,
             )
+        })
+    }
+
+    /// A tool request from `door` resolved into a command, or why not (with
+    /// the question a person could approve, where one would let it run).
+    pub(crate) fn resolve(&self, request: &Request, door: Door) -> Result<ToolRun, Rejection> {
+        let Target::Tool { name, args } = &request.target else {
+            return Err(Rejection::rejected(
+                kinds::MALFORMED_REQUEST,
+                "a tool request needs `tool`",
+            ));
         };
         let call = resolve_tool(
             &self.policy,
             &self.secrets,
             &self.registry,
-            &request,
+            request,
             name,
             args,
-            Door::Exec,
-        )
-        .map_err(refuse)?;
+            door,
+        )?;
         if call.sandbox.is_some_and(|p| p != Policy::DangerFullAccess) {
-            return Err(refuse(Rejection::rejected(
-                "rejected",
+            return Err(Rejection::rejected(
+                kinds::DENIED_BY_POLICY,
                 format!("tool {name} runs sandboxed: {NO_SANDBOX}"),
-            )));
+            ));
         }
         let (tty, tty_note) = conpty::grant(call.tty);
         let env = self
@@ -145,21 +169,43 @@ impl Operator {
         })
     }
 
-    /// Holds a raw command to the policy (raw commands allowed, their
-    /// risk, the approval a request's `approve` gives, as on Linux's
-    /// `exec`) and settles its directory as Linux does: the project root,
-    /// or a `workdir` beneath it.
-    pub(crate) fn admit_raw(&self, command: &mut Command, approve: bool) -> Result<(), Rejection> {
+    /// Holds a raw command from `door` to the policy (raw commands allowed,
+    /// their risk, the approval: a request's `approve` where the door lets
+    /// it count, as on Linux; no sandbox the policy would put it in, since
+    /// Windows has none) and settles its directory as Linux does: the
+    /// project root, or a `workdir` beneath it.
+    pub(crate) fn admit_raw(
+        &self,
+        command: &mut Command,
+        door: Door,
+        approve: bool,
+    ) -> Result<(), Rejection> {
         self.policy.check_raw_commands()?;
-        let root = &self.registry.root;
-        let cwd = match &command.workdir {
-            Some(workdir) => caller_cwd(root, workdir)?,
-            None => root.clone(),
-        };
+        if let Some(policy) = self.policy.sandbox_default
+            && policy != Policy::DangerFullAccess
+        {
+            return Err(Rejection::rejected(
+                kinds::DENIED_BY_POLICY,
+                format!(
+                    "the operator's policy runs raw commands in the {policy} sandbox: {NO_SANDBOX}"
+                ),
+            ));
+        }
+        let cwd = self.caller_dir(command.workdir.as_deref())?;
         self.policy
-            .check_raw_approval(&command.argv, &cwd, Door::Exec, approve)?;
+            .check_raw_approval(&command.argv, &cwd, door, approve)?;
         command.workdir = Some(cwd);
         Ok(())
+    }
+
+    /// The directory a caller names (`workdir`), beneath the project root;
+    /// the root itself when none is named.
+    pub(crate) fn caller_dir(&self, workdir: Option<&Path>) -> Result<PathBuf, Rejection> {
+        let root = &self.registry.root;
+        match workdir {
+            Some(dir) if !dir.as_os_str().is_empty() => caller_cwd(root, dir),
+            _ => Ok(root.clone()),
+        }
     }
 }
 

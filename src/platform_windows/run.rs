@@ -13,12 +13,13 @@ use serde_json::Value;
 
 use super::conpty;
 use super::engine::{Completed, Execution, Spec};
-use super::operator::Operator;
+use super::operator::{Operator, ToolRun};
 use super::path_entry::session_context;
 use super::{FULL_ACCESS, NO_SANDBOX};
 use crate::context::ProcessContext;
 use crate::exit_code;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
+use crate::plan::Door;
 use crate::plan::registry_args::RegistryArgs;
 use crate::registry::kinds;
 use crate::result::{FullOutputPaths, NormalizedResult, OriginalBytes, Status};
@@ -102,7 +103,7 @@ pub(crate) fn exec_personality(ctx: ProcessContext) -> i32 {
 }
 
 /// One command to run, checked.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Command {
     pub(crate) argv: Vec<OsString>,
     pub(crate) workdir: Option<PathBuf>,
@@ -397,34 +398,44 @@ pub(crate) fn answer(
         Ok(value) => value,
         Err(e) => return malformed(None, format!("the request is not valid JSON: {e}")),
     };
-    let (id, command, max_output_tokens, tty_note, tool) = if value.get("tool").is_some() {
-        match operator.tool_run(&value) {
-            Ok(run) => {
-                let tokens = run.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
-                let tool = Some((run.name, run.secrets));
-                (run.id, run.command, tokens, run.tty_note, tool)
-            }
-            Err(refused) => return refused,
-        }
-    } else {
-        match request_from_json(&value) {
-            Ok((id, mut command, max_output_tokens, tty_note, approve)) => {
-                if let Err(rejection) = operator.admit_raw(&mut command, approve) {
-                    return NormalizedResult::refused(
-                        id,
-                        None,
-                        rejection.status,
-                        rejection.kind,
-                        rejection.message,
-                    );
-                }
-                (id, command, max_output_tokens, tty_note, None)
-            }
-            Err((id, message)) => return malformed(id, message),
-        }
+    if value.get("tool").is_some() {
+        return match operator.tool_run(&value) {
+            Ok(run) => run_tool(run, ctx, started),
+            Err(refused) => refused,
+        };
+    }
+    let (id, mut command, max_output_tokens, tty_note, approve) = match request_from_json(&value) {
+        Ok(parsed) => parsed,
+        Err((id, message)) => return malformed(id, message),
     };
-    let mut result = run_request(id, command, max_output_tokens, ctx, tool, started);
+    if let Err(rejection) = operator.admit_raw(&mut command, Door::Exec, approve) {
+        return NormalizedResult::refused(
+            id,
+            None,
+            rejection.status,
+            rejection.kind,
+            rejection.message,
+        );
+    }
+    let mut result = run_request(id, command, max_output_tokens, ctx, None, started);
     if let Some(note) = tty_note {
+        result.stderr.push_str(&format!("agent-reach: {note}\n"));
+    }
+    result
+}
+
+/// Runs a registry tool's resolved command to its end: its secrets in its
+/// environment and redacted from its output, its tty note (when its tty
+/// runs on pipes) on its stderr.
+pub(crate) fn run_tool(
+    run: ToolRun,
+    ctx: &ProcessContext,
+    started: impl FnOnce(&Execution),
+) -> NormalizedResult {
+    let tokens = run.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+    let tool = Some((run.name, run.secrets));
+    let mut result = run_request(run.id, run.command, tokens, ctx, tool, started);
+    if let Some(note) = run.tty_note {
         result.stderr.push_str(&format!("agent-reach: {note}\n"));
     }
     result

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-/// The inspection tools, all `risk = "low"` and read-only.
+/// The inspection tools, all `risk = "low"` and read-only: git's here,
+/// the file tools per platform ([`FILES`]).
 const INSPECTION: &str = r#"
 # The built-in registry is the local user's own: raw commands (the shell
 # tools of `serve`, `command` requests of `exec`) are allowed.
@@ -56,6 +57,11 @@ params = [
   { name = "rev", type = "string", required = true, pattern = "[A-Za-z0-9._/~^@{}:-]+", description = "The commit, e.g. HEAD or a hash" },
 ]
 
+"#;
+
+/// The file tools on Linux: `ls`, `cat`, `grep`.
+#[cfg(unix)]
+const FILES: &str = r#"
 [[tools]]
 name = "list_files"
 description = "List a directory of the project (ls -la)"
@@ -89,6 +95,48 @@ params = [
   { name = "pattern", type = "string", required = true, allow_leading_dash = true, description = "A basic regular expression" },
   { name = "path", type = "path", default = ".", description = "Where to search" },
   { name = "ignore_case", type = "boolean", flag = "-i", default = false, description = "Case-insensitive" },
+]
+"#;
+
+/// The file tools on Windows: cmd's `dir` and `type`, and `findstr` (a
+/// literal string, as findstr's regular expressions are too poor to offer).
+/// cmd reads its own command line, so a path naming one of cmd's special
+/// characters is refused by the parameter's pattern.
+#[cfg(windows)]
+const FILES: &str = r#"
+[[tools]]
+name = "list_files"
+description = "List a directory of the project (dir)"
+command = ["cmd", "/d", "/c", "dir", "/-c", "{path}"]
+cwd = "project_root"
+risk = "low"
+timeout = 10
+params = [
+  { name = "path", type = "path", default = ".", pattern = '[^%!&|<>^"]+', description = "Directory inside the project" },
+]
+
+[[tools]]
+name = "read_file"
+description = "Print a file of the project (type)"
+command = ["cmd", "/d", "/c", "type", "{path}"]
+cwd = "project_root"
+risk = "low"
+timeout = 10
+params = [
+  { name = "path", type = "path", required = true, pattern = '[^%!&|<>^"]+', description = "File inside the project" },
+]
+
+[[tools]]
+name = "search_files"
+description = "Search file contents for a literal string (findstr /s /n), recursively from a directory"
+command = ["findstr", "/s", "/n", "/p", "/l", "{ignore_case}", "/c:{pattern}", "{path}\\*"]
+cwd = "project_root"
+risk = "low"
+timeout = 30
+params = [
+  { name = "pattern", type = "string", required = true, allow_leading_dash = true, pattern = '[^"]+', description = "The text to find" },
+  { name = "path", type = "path", default = ".", description = "Directory to search" },
+  { name = "ignore_case", type = "boolean", flag = "/i", default = false, description = "Case-insensitive" },
 ]
 "#;
 
@@ -131,6 +179,7 @@ pub(crate) fn detect_test_command(root: &Path) -> Option<(&'static str, &'static
 /// The built-in registry's TOML for a project root.
 pub(crate) fn builtin_toml(root: &Path) -> String {
     let mut text = INSPECTION.to_owned();
+    text.push_str(FILES);
     if let Some((command, extra_args)) = detect_test_command(root) {
         text.push_str(&format!(
             r#"

@@ -5,6 +5,10 @@ use serde_json::{Map, Value, json};
 
 use super::model::{CwdPolicy, ExtraArgs, ParamSpec, ParamType, ToolSpec};
 
+/// Request-level fields an MCP call of a registry tool may carry next to
+/// the tool's parameters (unless the tool declares one of the names).
+pub(crate) const MCP_REQUEST_FIELDS: [&str; 2] = ["approve", "max_output_tokens"];
+
 impl ToolSpec {
     /// The tool's name.
     pub(crate) fn name(&self) -> &str {
@@ -64,6 +68,42 @@ impl ToolSpec {
             schema["required"] = Value::Array(required);
         }
         schema
+    }
+
+    /// The input schema an MCP client is given: [`Self::input_schema`] with
+    /// the request-level fields (`approve`, `max_output_tokens`) added where
+    /// the tool has no parameter of that name, so a client that validates
+    /// arguments against the schema lets them through.
+    pub(crate) fn mcp_input_schema(&self) -> Map<String, Value> {
+        let mut schema = match self.input_schema() {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            for field in MCP_REQUEST_FIELDS {
+                if self.declares(field) {
+                    continue;
+                }
+                let property = match field {
+                    "approve" => json!({
+                        "type": "boolean",
+                        "description": "Confirm a risky tool call (the registry says which tools need it)."
+                    }),
+                    _ => json!({
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "Fold the output to about this many tokens (default 10000)."
+                    }),
+                };
+                properties.insert(field.to_owned(), property);
+            }
+        }
+        schema
+    }
+
+    /// Whether the tool has a parameter named `name`.
+    pub(crate) fn declares(&self, name: &str) -> bool {
+        self.params.iter().any(|p| p.name == name)
     }
 
     /// The OpenAI-style function definition.
@@ -195,5 +235,22 @@ params = [
         assert_eq!(schema["properties"]["p"]["default"], json!("."));
         assert_eq!(schema["properties"]["l"]["maxItems"], json!(3));
         assert_eq!(schema["additionalProperties"], json!(false));
+    }
+
+    #[test]
+    fn mcp_schemas_take_request_fields_unless_the_tool_declares_them() {
+        let parsed = parse_file(
+            Path::new("t.toml"),
+            r#"[[tools]]
+name = "t"
+cwd = "project_root"
+command = ["x", "{approve}"]
+params = [{ name = "approve", type = "string" }]
+"#,
+        );
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        let schema = parsed.tools[0].mcp_input_schema();
+        assert_eq!(schema["properties"]["approve"]["type"], "string");
+        assert_eq!(schema["properties"]["max_output_tokens"]["type"], "integer");
     }
 }

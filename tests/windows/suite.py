@@ -255,16 +255,22 @@ def test_the_sandbox_is_refused_not_skipped():
 
 
 class Mcp:
-    """A stdio MCP client: one JSON-RPC message per line."""
+    """A stdio MCP client: one JSON-RPC message per line. `person`, when
+    given, is the person behind the client: the client declares form
+    elicitation, and each question (its message) gets person(message)'s
+    answer, "accept" or "decline"; `asked` keeps the questions."""
 
-    def __init__(self):
+    def __init__(self, flags=(), person=None):
         self.proc = subprocess.Popen(
-            [WINE, EXE, "serve"], cwd=WORK,
+            [WINE, EXE, "serve", *flags], cwd=WORK,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.next_id = 1
+        self.person = person
+        self.asked = []
+        capabilities = {"elicitation": {"form": {}}} if person else {}
         self.call("initialize", {
-            "protocolVersion": "2025-06-18", "capabilities": {},
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
             "clientInfo": {"name": "windows-suite", "version": "1"},
         })
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -282,7 +288,16 @@ class Mcp:
             if not line:
                 raise AssertionError(f"the server closed stdout: {self.proc.stderr.read()!r}")
             message = json.loads(line)
-            if message.get("id") == request_id:
+            if message.get("method") == "elicitation/create" and self.person:
+                question = message["params"]["message"]
+                self.asked.append(question)
+                action = self.person(question)
+                answer = {"action": action}
+                if action == "accept":
+                    answer["content"] = {"approve": True}
+                self.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
+                continue
+            if message.get("id") == request_id and "method" not in message:
                 if "error" in message:
                     raise AssertionError(f"{method}: {message['error']}")
                 return message["result"]
@@ -299,8 +314,8 @@ class Mcp:
             self.proc.kill()
 
 
-def with_mcp(body):
-    client = Mcp()
+def with_mcp(body, flags=(), person=None):
+    client = Mcp(flags, person)
     try:
         body(client)
     finally:
@@ -311,11 +326,30 @@ def with_mcp(body):
 def test_mcp_lists_the_tools_and_runs_a_command():
     def body(mcp):
         names = [t["name"] for t in mcp.call("tools/list", {})["tools"]]
-        check(names == ["exec_command", "write_stdin", "list_sessions", "kill_session",
-                        "apply_patch"], str(names))
+        check(names[:5] == ["exec_command", "write_stdin", "list_sessions", "kill_session",
+                            "apply_patch"], str(names))
         error, reply = mcp.tool("exec_command", cmd="echo from mcp")
         check(not error and "Process exited with code 0" in reply
               and "from mcp" in reply, reply)
+        # The built-in registry's file tools, Windows' own programs.
+        check({"list_files", "read_file", "search_files"} <= set(names), str(names))
+        result = mcp.call("tools/call", {"name": "read_file",
+                                         "arguments": {"path": "builtin\\note.txt"}})
+        check(result["structuredContent"]["stdout"] == "needle in a haystack\n", str(result))
+        result = mcp.call("tools/call", {"name": "search_files",
+                                         "arguments": {"pattern": "NEEDLE", "path": "builtin",
+                                                       "ignore_case": True}})
+        # Wine 8's findstr is a stub that finds nothing (see LIMIT below):
+        # the call is checked to run, its matches on a real Windows only.
+        found = result["structuredContent"]
+        check(found["status"] == "success" and found["tool"] == "search_files", str(result))
+        result = mcp.call("tools/call", {"name": "list_files", "arguments": {"path": "builtin"}})
+        check("note.txt" in result["structuredContent"]["stdout"], str(result))
+        result = mcp.call("tools/call", {"name": "read_file", "arguments": {"path": "a&b.txt"}})
+        check(result["structuredContent"]["error"]["kind"] == "invalid_params", str(result))
+    os.makedirs(os.path.join(WORK, "builtin"), exist_ok=True)
+    with open(os.path.join(WORK, "builtin", "note.txt"), "wb") as f:
+        f.write(b"needle in a haystack\r\n")
     with_mcp(body)
 
 
@@ -419,6 +453,78 @@ def test_mcp_apply_patch_tool_keeps_crlf():
         check(f.read() == b"x\r\nY\r\n", "tool.txt lost its CRLF")
 
 
+def test_mcp_serves_registry_tools_and_a_person_approves():
+    project = tempfile.mkdtemp(prefix="mcp-tools-", dir=WORK)
+    os.makedirs(os.path.join(project, "src"))
+    with open(os.path.join(project, "src", "a.txt"), "w") as f:
+        f.write("in src")
+    config = os.path.join(project, "agent-reach.toml")
+    with open(config, "wb") as f:
+        f.write(b'[[tools]]\r\nname = "show"\r\ncommand = ["cmd", "/c", "type", "{path}"]\r\n'
+                b'cwd = "project_root"\r\nrisk = "low"\r\ndescription = "Print a file"\r\n'
+                b'params = [{ name = "path", type = "path", required = true }]\r\n'
+                b'\r\n[[tools]]\r\nname = "wipe"\r\ncommand = ["cmd", "/c", "echo", "wiped"]\r\n'
+                b'cwd = "project_root"\r\nrisk = "high"\r\ndescription = "Pretend"\r\n')
+    flags = ["--config", config, "--root", project]
+
+    def unasked(mcp):
+        tools = {t["name"]: t for t in mcp.call("tools/list", {})["tools"]}
+        # Raw commands are off in an operator's file: the built-ins are gone.
+        check(sorted(tools) == ["show", "wipe"], str(sorted(tools)))
+        check(tools["show"]["inputSchema"]["required"] == ["path"]
+              and "approve" in tools["show"]["inputSchema"]["properties"], str(tools["show"]))
+        result = mcp.call("tools/call", {"name": "show", "arguments": {"path": "src\\a.txt"}})
+        shown = result["structuredContent"]
+        check(not result.get("isError") and shown["status"] == "success"
+              and shown["stdout"] == "in src" and shown["tool"] == "show", str(result))
+        result = mcp.call("tools/call", {"name": "show", "arguments": {"path": "..\\x.txt"}})
+        check(result.get("isError") and result["structuredContent"]["error"]["kind"]
+              == "invalid_params", str(result))
+        # The model's own approve never counts, and no person can be asked.
+        result = mcp.call("tools/call", {"name": "wipe", "arguments": {"approve": True}})
+        check(result.get("isError") and result["structuredContent"]["error"]["kind"]
+              == "approval_required", str(result))
+        try:
+            mcp.tool("exec_command", cmd="echo raw")
+        except AssertionError as refused:
+            check("raw commands are disabled" in str(refused), str(refused))
+        else:
+            raise AssertionError("exec_command ran with raw commands off")
+    with_mcp(unasked, flags)
+
+    def accepting(mcp):
+        result = mcp.call("tools/call", {"name": "wipe", "arguments": {}})
+        check(not result.get("isError") and result["structuredContent"]["stdout"] == "wiped\n",
+              str(result))
+        check(len(mcp.asked) == 1 and "tool wipe" in mcp.asked[0] and "high" in mcp.asked[0],
+              str(mcp.asked))
+    with_mcp(accepting, flags, person=lambda question: "accept")
+
+    def declining(mcp):
+        result = mcp.call("tools/call", {"name": "wipe", "arguments": {}})
+        check(result.get("isError") and "declined" in result["structuredContent"]["error"]["message"],
+              str(result))
+    with_mcp(declining, flags, person=lambda question: "decline")
+
+
+def test_a_policy_sandbox_is_refused_at_every_door():
+    project = tempfile.mkdtemp(prefix="boxed-", dir=WORK)
+    config = os.path.join(project, "agent-reach.toml")
+    with open(config, "w") as f:
+        f.write('allow_raw_commands = true\n\n[sandbox]\ndefault = "workspace-write"\n')
+    flags = ["--config", config, "--root", project]
+    request = {"command": ["cmd", "/c", "echo ran"]}
+    done = wine(["exec", "--json", *flags], stdin=json.dumps(request).encode())
+    result = json.loads(done.stdout)
+    check(result["status"] == "rejected" and "no sandbox on Windows" in result["error"]["message"]
+          and "workspace-write" in result["error"]["message"], str(result))
+
+    def body(mcp):
+        error, reply = mcp.tool("exec_command", cmd="echo ran")
+        check(error and "no sandbox on Windows" in reply and "ran\n" not in reply, reply)
+    with_mcp(body, flags)
+
+
 def test_tools_inspects_a_registry_with_windows_paths():
     project = tempfile.mkdtemp(prefix="tools-", dir=WORK)
     os.makedirs(os.path.join(project, "src"))
@@ -472,6 +578,8 @@ def main():
     print("LIMIT tty: Wine 8's pseudo console carries no output, so under Wine the doors run"
           " tty requests on pipes and say so (checked above); the ConPTY path's start, job,"
           " timeout and close run in the unit tests (run.sh), its output is not seen here")
+    print("LIMIT findstr: Wine 8's findstr.exe is a stub that prints nothing, so the built-in"
+          " search_files tool (findstr /s /n) is checked to run, not to find, under Wine")
     print(f"windows: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -13,6 +13,7 @@
 pub(crate) mod approval;
 pub(crate) mod client;
 pub(crate) mod lenient;
+pub(crate) mod portable;
 pub(crate) mod reply;
 pub(crate) mod server;
 pub(crate) mod session;

@@ -1,9 +1,17 @@
 //! `agent-reach serve` on Windows: the MCP server on stdio with the
 //! contract's five tools (`exec_command`, `write_stdin`, `list_sessions`,
-//! `kill_session`, `apply_patch`) on the Windows engine. Each session is an
-//! [`Execution`] in its own job object: `kill_session` ends its whole tree,
-//! and so does the server's end (stdin EOF): every session handle is
-//! dropped, and the jobs are kill-on-close if the server itself is killed.
+//! `kill_session`, `apply_patch`) and the registry's tools (`--config`,
+//! `--profile`, `--root`) on the Windows engine, under the operator's
+//! policy as on Linux: the built-in tools are raw commands (neither listed
+//! nor served where the policy refuses those), registry tools resolve on
+//! the shared plan stage, and where a person's approval would let a request
+//! run the person behind the client is asked (form elicitation); the
+//! model's own `approve` never counts.
+//!
+//! Each session is an [`Execution`] in its own job object: `kill_session`
+//! ends its whole tree, and so does the server's end (stdin EOF): every
+//! session handle and running tool is dropped, and the jobs are
+//! kill-on-close if the server itself is killed.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -15,18 +23,27 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 
+mod tools;
+
+use self::tools::{BUILTIN_NAMES, EXEC_DOC, listed_tools};
 use super::conpty;
 use super::engine::Execution;
+use super::operator::Operator;
 use super::path_entry::session_context;
 use super::process::resolve_program;
-use super::run::{Command, check_sandbox, spec_for};
+use super::run::{Command, check_sandbox, run_tool, spec_for, strip_verbatim};
 use crate::context::ProcessContext;
+use crate::doors::mcp::portable::{ask_person, can_ask, tool_result};
 use crate::exit_code;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
+use crate::plan::files::{FileOp, plan_file};
+use crate::plan::registry_args::RegistryArgs;
+use crate::plan::{Door, Rejection, Request};
+use crate::result::NormalizedResult;
 
 /// How long `exec_command` waits before answering with a session.
 const EXEC_YIELD_DEFAULT_MS: u64 = 10_000;
@@ -35,16 +52,13 @@ const WRITE_YIELD_DEFAULT_MS: u64 = 250;
 /// The yields' bounds.
 const YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
 
-/// `serve` arguments (stdio only on Windows).
+/// `serve` arguments (stdio only on Windows): the registry and the project
+/// root, which relative `workdir`s are under and no command leaves.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// The directory relative `workdir`s are under (default: the current one).
-    #[arg(long)]
-    pub(crate) root: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) registry: RegistryArgs,
 }
-
-/// What the model is told about running commands on Windows.
-const EXEC_DOC: &str = "Run a command line in a shell on Windows (PowerShell when present, else cmd.exe; `shell` picks one) and return when it ends or its yield runs out; then it goes on as a session you poll or type into with write_stdin. Windows rules: never combine a destructive operation across shells in one line; check the resolved absolute path before any recursive delete; start background helpers without a window (Start-Process -WindowStyle Hidden / start /b). There is no sandbox on Windows: `sandbox` other than danger-full-access is refused.";
 
 /// Runs the server until stdin closes.
 pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
@@ -55,11 +69,14 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
             return exit_code::FAILURE;
         }
     };
-    let root = args
-        .root
-        .clone()
-        .or_else(|| ctx.cwd().ok().map(ToOwned::to_owned))
-        .unwrap_or_else(|| PathBuf::from("."));
+    let operator = match Operator::load(&args.registry, &ctx) {
+        Ok(operator) => operator,
+        Err(err) => {
+            eprintln!("agent-reach serve: {err}");
+            return err.code;
+        }
+    };
+    let tools = listed_tools(&operator);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -74,8 +91,10 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
     let server = WindowsServer {
         inner: Arc::new(ServerInner {
             ctx,
-            root,
+            operator,
+            tools,
             sessions: Mutex::new(BTreeMap::new()),
+            running: Mutex::new(BTreeMap::new()),
             next_id: Mutex::new(1),
         }),
     };
@@ -99,8 +118,12 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
 #[derive(Debug)]
 struct ServerInner {
     ctx: ProcessContext,
-    root: PathBuf,
+    operator: Operator,
+    /// What `tools/list` gives, fixed at start.
+    tools: Vec<Tool>,
     sessions: Mutex<BTreeMap<u64, Execution>>,
+    /// Registry tools running to their end, by call number.
+    running: Mutex<BTreeMap<u64, Execution>>,
     next_id: Mutex<u64>,
 }
 
@@ -108,6 +131,9 @@ impl Drop for ServerInner {
     fn drop(&mut self) {
         // Every session's tree ends with the server.
         for (_, execution) in std::mem::take(&mut *crate::sync::lock(&self.sessions)) {
+            execution.kill();
+        }
+        for (_, execution) in std::mem::take(&mut *crate::sync::lock(&self.running)) {
             execution.kill();
         }
     }
@@ -118,59 +144,35 @@ struct WindowsServer {
     inner: Arc<ServerInner>,
 }
 
-fn tool(name: &'static str, doc: &'static str, schema: Value) -> Tool {
-    let map = match schema {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    Tool::new(name, doc, Arc::new(map))
+/// Plans with `plan` as an MCP door: where a person's approval would let
+/// the request run and the client can ask one, the person is asked, and
+/// on their accept it is planned again as approved.
+async fn asking<T>(
+    peer: &Peer<RoleServer>,
+    plan: impl Fn(Door) -> Result<T, Rejection>,
+) -> Result<T, Rejection> {
+    match plan(Door::Mcp {
+        person_approved: false,
+    }) {
+        Err(Rejection {
+            approval: Some(ask),
+            ..
+        }) if can_ask(peer) => {
+            ask_person(peer, &ask).await?;
+            plan(Door::Mcp {
+                person_approved: true,
+            })
+        }
+        other => other,
+    }
 }
 
-fn tools() -> Vec<Tool> {
-    vec![
-        tool(
-            "exec_command",
-            EXEC_DOC,
-            json!({"type": "object", "properties": {
-                "cmd": {"type": "string"},
-                "workdir": {"type": "string"},
-                "shell": {"type": "string"},
-                "tty": {"type": "boolean"},
-                "yield_time_ms": {"type": "integer"},
-                "max_output_tokens": {"type": "integer"},
-                "timeout_ms": {"type": "integer"},
-                "sandbox": {"type": "string"}
-            }, "required": ["cmd"]}),
-        ),
-        tool(
-            "write_stdin",
-            "Type into a session (chars, may be empty to poll) and return its new output.",
-            json!({"type": "object", "properties": {
-                "session_id": {"type": "integer"},
-                "chars": {"type": "string"},
-                "yield_time_ms": {"type": "integer"},
-                "max_output_tokens": {"type": "integer"}
-            }, "required": ["session_id"]}),
-        ),
-        tool(
-            "list_sessions",
-            "The live sessions: id, command, process id.",
-            json!({"type": "object", "properties": {}}),
-        ),
-        tool(
-            "kill_session",
-            "End a session: its whole process tree (the job object) at once. Returns its last output and how it ended.",
-            json!({"type": "object", "properties": {"session_id": {"type": "integer"}}, "required": ["session_id"]}),
-        ),
-        tool(
-            "apply_patch",
-            "Edit files with a patch in the apply_patch format, all or nothing; CRLF files stay CRLF. Paths are relative to `workdir` (default: the server root).",
-            json!({"type": "object", "properties": {
-                "input": {"type": "string"},
-                "workdir": {"type": "string"}
-            }, "required": ["input"]}),
-        ),
-    ]
+/// A refusal as the tool error the model reads, its kind named.
+fn rejected(rejection: &Rejection) -> CallToolResponse {
+    refused(format!(
+        "rejected: {} ({})",
+        rejection.message, rejection.kind
+    ))
 }
 
 fn text(text: String) -> CallToolResponse {
@@ -220,7 +222,7 @@ impl WindowsServer {
     /// PowerShell when present, else cmd.exe; with the quoting each needs.
     fn shell_argv(&self, shell: Option<&str>, cmd: &str) -> (Vec<OsString>, bool) {
         let env = &self.inner.ctx.env;
-        let cwd = &self.inner.root;
+        let cwd = &strip_verbatim(self.inner.operator.root().to_path_buf());
         let wanted = shell.map(str::to_ascii_lowercase);
         let powershell = match wanted.as_deref() {
             Some(s) if s.contains("cmd") => None,
@@ -255,11 +257,22 @@ impl WindowsServer {
         }
     }
 
+    fn next_id(&self) -> u64 {
+        let mut next = crate::sync::lock(&self.inner.next_id);
+        let id = *next;
+        *next += 1;
+        id
+    }
+
     fn session(&self, id: u64) -> Option<Execution> {
         crate::sync::lock(&self.inner.sessions).get(&id).cloned()
     }
 
-    async fn exec_command(&self, args: Map<String, Value>) -> CallToolResponse {
+    async fn exec_command(
+        &self,
+        args: Map<String, Value>,
+        peer: &Peer<RoleServer>,
+    ) -> CallToolResponse {
         let started = Instant::now();
         let Some(cmd) = str_arg(&args, "cmd") else {
             return refused("exec_command needs `cmd` (a command line)".into());
@@ -268,17 +281,28 @@ impl WindowsServer {
             return refused(format!("rejected: {refusal}"));
         }
         let (argv, verbatim_args) = self.shell_argv(str_arg(&args, "shell"), cmd);
-        let workdir = str_arg(&args, "workdir").map(|w| self.inner.root.join(w));
         let (tty, tty_note) = conpty::grant(args.get("tty").and_then(Value::as_bool) == Some(true));
-        let command = Command {
+        let asked = Command {
             argv,
-            workdir: Some(workdir.unwrap_or_else(|| self.inner.root.clone())),
+            workdir: str_arg(&args, "workdir").map(PathBuf::from),
             timeout: u64_arg(&args, "timeout_ms")
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
             env: Vec::new(),
             verbatim_args,
             tty,
+        };
+        let operator = &self.inner.operator;
+        let admitted = asking(peer, |door| {
+            let mut command = asked.clone();
+            operator
+                .admit_raw(&mut command, door, false)
+                .map(|()| command)
+        })
+        .await;
+        let command = match admitted {
+            Ok(command) => command,
+            Err(rejection) => return rejected(&rejection),
         };
         let spec = match spec_for(command, &self.inner.ctx, true, true) {
             Ok(spec) => spec,
@@ -302,12 +326,7 @@ impl WindowsServer {
                 .map_or(exit_code::INTERNAL, |e| e.exit_code());
             format!("{note}Process exited with code {code}")
         } else {
-            let id = {
-                let mut next = crate::sync::lock(&self.inner.next_id);
-                let id = *next;
-                *next += 1;
-                id
-            };
+            let id = self.next_id();
             crate::sync::lock(&self.inner.sessions).insert(id, execution);
             format!("{note}Process running with session ID {id}")
         };
@@ -397,13 +416,27 @@ impl WindowsServer {
         text(Value::Array(list).to_string())
     }
 
-    async fn apply_patch(&self, args: Map<String, Value>) -> CallToolResponse {
+    /// The built-in `apply_patch`: a file write planned as one (refused
+    /// where raw commands are, a person asked where one must approve), in
+    /// the caller's directory beneath the root, no path leaving it.
+    async fn apply_patch(
+        &self,
+        args: Map<String, Value>,
+        peer: &Peer<RoleServer>,
+    ) -> CallToolResponse {
         let Some(patch) = str_arg(&args, "input").map(str::to_owned) else {
             return refused("apply_patch needs `input` (the patch)".into());
         };
-        let dir = match str_arg(&args, "workdir") {
-            Some(w) => self.inner.root.join(w),
-            None => self.inner.root.clone(),
+        let operator = &self.inner.operator;
+        let workdir = str_arg(&args, "workdir").map(std::path::Path::new);
+        let planned = asking(peer, |door| {
+            plan_file(operator.policy(), FileOp::ApplyPatch, &[], door)?;
+            operator.caller_dir(workdir)
+        })
+        .await;
+        let dir = match planned {
+            Ok(dir) => strip_verbatim(dir),
+            Err(rejection) => return rejected(&rejection),
         };
         let applied = tokio::task::spawn_blocking(move || {
             crate::apply_patch::apply(&patch, &dir, &crate::apply_patch::ApplyOptions::default())
@@ -414,6 +447,52 @@ impl WindowsServer {
             Ok(Err(err)) => refused(err.to_string()),
             Err(err) => refused(format!("apply_patch failed: {err}")),
         }
+    }
+
+    /// A registry tool, run to its end: the normalized result as JSON text
+    /// and structured content (a tool error when refused or failed to run).
+    async fn registry_tool(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        peer: &Peer<RoleServer>,
+    ) -> CallToolResponse {
+        let operator = &self.inner.operator;
+        let request = match operator.registry().tool(name) {
+            Some(spec) => Request::for_mcp_tool(spec, args),
+            None => Request::for_tool(None, name, args),
+        };
+        let result = match asking(peer, |door| operator.resolve(&request, door)).await {
+            Ok(run) => {
+                let inner = Arc::clone(&self.inner);
+                let number = self.next_id();
+                tokio::task::spawn_blocking(move || {
+                    let result = run_tool(run, &inner.ctx, |execution| {
+                        crate::sync::lock(&inner.running).insert(number, execution.clone());
+                    });
+                    crate::sync::lock(&inner.running).remove(&number);
+                    result
+                })
+                .await
+                .unwrap_or_else(|err| {
+                    NormalizedResult::refused(
+                        None,
+                        Some(name.to_owned()),
+                        crate::result::Status::Error,
+                        crate::registry::kinds::SPAWN_FAILED,
+                        format!("the tool's runner failed: {err}"),
+                    )
+                })
+            }
+            Err(rejection) => NormalizedResult::refused(
+                None,
+                Some(name.to_owned()),
+                rejection.status,
+                rejection.kind,
+                rejection.message,
+            ),
+        };
+        tool_result(&result).into()
     }
 }
 
@@ -432,31 +511,40 @@ impl ServerHandler for WindowsServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools().into_iter().find(|t| t.name == name)
+        self.inner.tools.iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
-        Ok(match request.name.as_ref() {
-            "exec_command" => self.exec_command(args).await,
+        let name = request.name.as_ref();
+        // Only what is listed is served: the built-ins are gone where the
+        // policy refuses raw commands.
+        if self.get_tool(name).is_none() {
+            let why = if BUILTIN_NAMES.contains(&name) {
+                format!(
+                    "{name} is not served: raw commands are disabled by the operator's policy; use a registry tool"
+                )
+            } else {
+                format!("no tool named {name:?}")
+            };
+            return Err(McpError::invalid_params(why, None));
+        }
+        let peer = &context.peer;
+        Ok(match name {
+            "exec_command" => self.exec_command(args, peer).await,
             "write_stdin" => self.write_stdin(args).await,
             "kill_session" => self.kill_session(args).await,
             "list_sessions" => self.list_sessions(),
-            "apply_patch" => self.apply_patch(args).await,
-            other => {
-                return Err(McpError::invalid_params(
-                    format!("no tool named {other:?}"),
-                    None,
-                ));
-            }
+            "apply_patch" => self.apply_patch(args, peer).await,
+            registry => self.registry_tool(registry, args, peer).await,
         })
     }
 }
