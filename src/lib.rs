@@ -25,17 +25,22 @@ pub(crate) mod context;
 pub mod dispatch;
 #[cfg(unix)]
 pub mod doors;
-/// Windows' MCP server shares the MCP door's portable part: asking a person
-/// to approve, and a normalized result as a tool result.
+/// Windows' MCP server shares the MCP door's portable parts: asking a
+/// person to approve, a normalized result as a tool result, and the
+/// streamable HTTP endpoint behind the gate.
 #[cfg(windows)]
 pub(crate) mod doors {
     pub(crate) mod mcp {
         pub(crate) mod portable;
     }
+    pub(crate) mod mcp_http {
+        mod json_answers;
+        pub(crate) mod router;
+        pub(crate) mod sessions;
+    }
 }
 pub mod exec;
 pub(crate) mod exit_code;
-#[cfg(unix)]
 pub(crate) mod gate;
 #[cfg(unix)]
 pub(crate) mod kernel_file;
@@ -80,6 +85,16 @@ pub(crate) mod scheduler {
 pub use scheduler::SlotBench;
 #[cfg(unix)]
 pub mod serve;
+/// Windows parses `--listen` and loads the listeners' token as Linux does.
+#[cfg(windows)]
+pub(crate) mod serve {
+    pub(crate) mod listen {
+        pub(crate) mod addr;
+        pub(crate) mod auth;
+
+        pub(crate) use addr::{ListenSpec, Protocol};
+    }
+}
 pub(crate) mod stdio;
 pub(crate) mod sync;
 #[cfg(unix)]

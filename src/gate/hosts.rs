@@ -56,6 +56,14 @@ pub(crate) fn allowed_origins(hosts: &[String]) -> Vec<String> {
 }
 
 /// This machine's interface addresses, for a listener on every interface.
+/// On Windows none are listed (name them with `--allowed-host`).
+#[cfg(windows)]
+pub(crate) fn interface_addresses() -> Vec<IpAddr> {
+    Vec::new()
+}
+
+/// This machine's interface addresses, for a listener on every interface.
+#[cfg(unix)]
 pub(crate) fn interface_addresses() -> Vec<IpAddr> {
     let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
         return Vec::new();
@@ -126,6 +134,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[test]
     fn this_machine_has_a_loopback_interface() {
         let ips = interface_addresses();

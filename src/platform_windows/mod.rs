@@ -7,7 +7,8 @@
 //! - `run`, the `agent-reach-exec` personality and `exec --json` ([`run`]),
 //!   `exec --jsonl` ([`jsonl`]), with the registry's tools and policy
 //!   ([`operator`], on the shared plan stage);
-//! - `serve`: the MCP server on stdio with the registry's tools ([`mcp`]);
+//! - `serve`: the MCP server with the registry's tools, on stdio or over
+//!   streamable HTTP behind the gate (`--listen mcp=HOST:PORT`) ([`mcp`]);
 //! - `apply_patch` / `applypatch` / `agent-reach apply-patch` (the shared
 //!   [`crate::apply_patch`], CRLF files kept CRLF);
 //! - the session PATH entry with `.exe` copies and `.cmd` shims
@@ -176,7 +177,8 @@ agent-reach doctor (Windows)
   no    sandbox: none on Windows; anything but danger-full-access exits 125
   {tty}
   ok    the registry: tools list, show, check and schema; exec --json, --jsonl and serve run its tools under the operator's policy (--config, --profile, --root); the built-in file tools are dir, type and findstr
-  no    network listeners (serve --listen) and the scheduler: Linux only for now
+  ok    serve --listen mcp=HOST:PORT: MCP over streamable HTTP behind the gate (token from $AGENT_REACH_TOKEN, Host, Origin, content types, connection bounds); a listener on every interface accepts only loopback names and --allowed-host ones
+  no    the other listeners (sandboxd, python-runtime, swerex, envd, daytona, codex-exec) and the scheduler: Linux only for now
 "
     )
 }

@@ -139,11 +139,7 @@ fn listener_auth(
     args: &ServeArgs,
     ctx: &ProcessContext,
 ) -> Result<listen::Auth, listen::auth::AuthError> {
-    let env_token = ctx.var(listen::auth::TOKEN_VAR).and_then(|v| v.to_str());
-    let token = listen::auth::load_token(args.token_file.as_deref(), env_token)?;
-    let auth = listen::Auth::new(token);
-    listen::auth::check_exposure(&args.listen, &auth, args.no_auth)?;
-    Ok(auth)
+    listen::auth::listener_auth(&args.listen, args.token_file.as_deref(), args.no_auth, ctx)
 }
 
 /// Serves on stdio, or on the listeners named; returns the exit code once

@@ -6,8 +6,10 @@ test starts the real binary under Wine. Processes are checked from Linux's
 Prints one line per test and closes with 'N passed, N failed'.
 """
 
+import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -523,6 +525,105 @@ def test_a_policy_sandbox_is_refused_at_every_door():
         error, reply = mcp.tool("exec_command", cmd="echo ran")
         check(error and "no sandbox on Windows" in reply and "ran\n" not in reply, reply)
     with_mcp(body, flags)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def http_call(port, method, path, body=None, headers=None):
+    """One HTTP request to the listener on loopback: (status, headers, body)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=CALL_TIMEOUT)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        connection.request(method, path, body=data, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def test_mcp_over_http_behind_the_gate():
+    port = free_port()
+    env = dict(os.environ, AGENT_REACH_TOKEN="t0ken-for-http")
+    server = subprocess.Popen([WINE, EXE, "serve", "--listen", f"mcp=127.0.0.1:{port}"],
+                              cwd=WORK, env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = b""
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while b"MCP at http://" not in line and time.monotonic() < deadline:
+            line = server.stderr.readline()
+            check(line or server.poll() is None, f"serve ended: exit {server.poll()}")
+        check(f"127.0.0.1:{port}/mcp".encode() in line, f"serve said {line!r}")
+        json_headers = {"Content-Type": "application/json",
+                        "Accept": "application/json, text/event-stream"}
+        token = {"Authorization": "Bearer t0ken-for-http"}
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "windows-suite", "version": "1"}}}
+        status, _, body = http_call(port, "GET", "/healthz")
+        check(status == 200 and b"ok" in body, f"healthz: {status} {body!r}")
+        # The gate, as an attacker meets it.
+        status, _, _ = http_call(port, "POST", "/mcp", hello, json_headers)
+        check(status == 401, f"no token: {status}")
+        status, _, _ = http_call(port, "POST", "/mcp", hello, {**json_headers, **token,
+                                                              "Host": "evil.example"})
+        check(status == 403, f"a foreign Host: {status}")
+        status, _, _ = http_call(port, "POST", "/mcp", hello, {
+            **json_headers, **token, "Origin": "http://evil.example"})
+        check(status == 403, f"a foreign Origin: {status}")
+        status, _, _ = http_call(port, "POST", "/mcp", hello, {
+            **json_headers, **token, "Content-Type": "text/plain"})
+        check(status == 415, f"text/plain: {status}")
+        # A client: its session, a command, a session killed with it.
+        status, headers, body = http_call(port, "POST", "/mcp", hello, {**json_headers, **token})
+        session = {k.lower(): v for k, v in headers.items()}.get("mcp-session-id")
+        check(status == 200 and session, f"initialize: {status} {headers} {body!r}")
+        client = {**json_headers, **token, "Mcp-Session-Id": session}
+        status, _, _ = http_call(port, "POST", "/mcp", {
+            "jsonrpc": "2.0", "method": "notifications/initialized"}, client)
+        check(status == 202, f"initialized: {status}")
+
+        def tool(request_id, name, **arguments):
+            status, _, body = http_call(port, "POST", "/mcp", {
+                "jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}, client)
+            check(status == 200, f"{name}: {status} {body!r}")
+            # One JSON body, or (an answer slower than a second) an SSE stream.
+            messages = [json.loads(body)] if body.startswith(b"{") else [
+                json.loads(line[5:]) for line in body.decode().splitlines()
+                if line.startswith("data:") and line[5:].strip()]
+            answer = [m for m in messages if m.get("id") == request_id]
+            check(answer, f"{name}: no answer in {body[:300]!r}")
+            return answer[0]["result"]["content"][0]["text"]
+        reply = tool(2, "exec_command", cmd="echo over http")
+        check("Process exited with code 0" in reply and "over http" in reply, reply)
+        reply = tool(3, "exec_command", cmd="ping -n 300 127.0.0.1", yield_time_ms=1000)
+        check("session ID" in reply, reply)
+        check(wait_for(lambda: wine_processes("ping.exe"), 10), "ping.exe never started")
+        status, _, _ = http_call(port, "DELETE", "/mcp", None, client)
+        check(status == 200, f"DELETE: {status}")
+        check(wait_for(lambda: not wine_processes("ping.exe"), 10),
+              f"ping.exe left after the client's session ended: {wine_processes('ping.exe')}")
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+    # What Windows cannot serve is said, not half-served.
+    done = wine(["serve", "--listen", f"envd=127.0.0.1:{port}"])
+    check(done.returncode == 2 and b"not available on Windows" in done.stderr,
+          f"envd: exit {done.returncode}, {done.stderr!r}")
+    token_file = os.path.join(WORK, "token")
+    with open(token_file, "w") as f:
+        f.write("t\n")
+    done = wine(["serve", "--listen", f"mcp=127.0.0.1:{port}", "--token-file", token_file])
+    check(done.returncode == 2 and b"AGENT_REACH_TOKEN" in done.stderr,
+          f"--token-file: exit {done.returncode}, {done.stderr!r}")
+    done = wine(["serve", "--listen", f"mcp=:{port}"], env={"AGENT_REACH_TOKEN": ""})
+    check(done.returncode == 2 and b"--no-auth" in done.stderr,
+          f"every interface without a token: exit {done.returncode}, {done.stderr!r}")
 
 
 def test_tools_inspects_a_registry_with_windows_paths():

@@ -11,136 +11,30 @@
 //! they die with it (`DELETE`, `--client-idle-timeout`, shutdown).
 
 mod json_answers;
+pub(crate) mod router;
 pub(crate) mod sessions;
 
-use std::time::Duration;
-
-use axum::Router;
-use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 
 use crate::doors::DoorContext;
-use crate::gate::MAX_BODY_BYTES;
-use crate::gate::{DoorRules, Refusal, hosts};
-
-/// The path the MCP endpoint is served at.
-pub(crate) const MCP_PATH: &str = "/mcp";
-/// The path of the health check (no token).
-pub(crate) const HEALTH_PATH: &str = "/healthz";
-/// The largest JSON-RPC message read (an `apply_patch` of a big file fits).
-pub(crate) const MCP_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-const _: () = assert!(MCP_MAX_BODY_BYTES <= MAX_BODY_BYTES);
-/// How often an open SSE stream gets a comment, so proxies and clients
-/// do not take a long poll for a dead connection.
-pub(crate) const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// What the gate holds MCP to: the bearer token but on `/healthz`, JSON
-/// bodies of at most [`MCP_MAX_BODY_BYTES`], refusals as JSON-RPC errors.
-pub(crate) const RULES: DoorRules = DoorRules {
-    public: &[HEALTH_PATH],
-    body_types: &["application/json"],
-    body_limit: MCP_MAX_BODY_BYTES,
-    reply: json_rpc_refusal,
-    ..DoorRules::new("mcp")
-};
-
-/// The JSON-RPC error code of a request refused at the gate (the range
-/// JSON-RPC leaves to servers).
-const REFUSED_CODE: i64 = -32001;
+use router::{Endpoint, router};
+use router::{MCP_PATH, RULES};
 
 /// Serves MCP on `listener` until `shared.shutdown` is cancelled.
 pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
-    let app = router(local, &shared);
-    tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
-    crate::doors::serve_door(listener, &shared, RULES, app).await
-}
-
-/// A refusal of the gate as a JSON-RPC error with its HTTP status (and
-/// `WWW-Authenticate: Bearer` on a 401).
-fn json_rpc_refusal(refusal: &Refusal) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let body = axum::Json(serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {
-            "code": REFUSED_CODE,
-            "message": refusal.to_string(),
-            "data": {"reason": refusal.kind()},
-        },
-    }));
-    let mut response = (refusal.status(), body).into_response();
-    if let Some((name, value)) = refusal.challenge() {
-        response
-            .headers_mut()
-            .insert(name, axum::http::HeaderValue::from_static(value));
-    }
-    response
-}
-
-/// `/mcp` and `/healthz` (the gate lets the latter through without a token).
-fn router(local: std::net::SocketAddr, shared: &DoorContext) -> Router {
-    let interfaces = if local.ip().is_unspecified() {
-        hosts::interface_addresses()
-    } else {
-        Vec::new()
+    let endpoint = Endpoint {
+        local,
+        allowed_hosts: &shared.allowed_hosts,
+        client_idle_timeout: shared.client_idle_timeout,
+        max_clients: shared.max_clients,
+        shutdown: &shared.shutdown,
     };
-    let allowed = hosts::allowed_hosts(local, &interfaces, &shared.allowed_hosts);
-    let origins = hosts::allowed_origins(&allowed);
-    tracing::debug!(hosts = ?allowed, "Host values the MCP listener accepts");
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(allowed)
-        .with_allowed_origins(origins)
-        .enforce_origin_validation()
-        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
-        .with_legacy_session_mode(true)
-        .with_max_request_body_bytes(MCP_MAX_BODY_BYTES)
-        .with_cancellation_token(shared.shutdown.child_token());
-    let mut sessions = LocalSessionManager::default();
-    // A client silent this long is gone: its MCP session closes, which
-    // drops its handler and kills its processes.
-    sessions.session_config.keep_alive = Some(shared.client_idle_timeout);
     let server = shared.server.clone();
     let per_client = shared.max_sessions_per_client;
-    let sessions = std::sync::Arc::new(sessions::Sessions::new(sessions, shared.max_clients));
-    let service = StreamableHttpService::new(
-        move || Ok(server.for_client(per_client)),
-        sessions.clone(),
-        config,
-    );
-    Router::new()
-        .route_service(MCP_PATH, service)
-        .layer(axum::middleware::from_fn(session_ended_is_200))
-        .layer(axum::middleware::from_fn_with_state(
-            sessions,
-            sessions::unknown_session_delete_is_404,
-        ))
-        .layer(axum::middleware::from_fn(
-            json_answers::single_answer_as_json,
-        ))
-        .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
-        .route(HEALTH_PATH, get(healthz))
-}
-
-/// A `DELETE` that ended a session answers 200 (rmcp says 202): the
-/// Python SDK, and the clients built on it, take anything but 200 or 204
-/// for a failed termination. Notifications keep their 202.
-async fn session_ended_is_200(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let delete = request.method() == axum::http::Method::DELETE;
-    let mut response = next.run(request).await;
-    if delete && response.status() == axum::http::StatusCode::ACCEPTED {
-        *response.status_mut() = axum::http::StatusCode::OK;
-    }
-    response
-}
-
-async fn healthz() -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({"status": "ok"}))
+    let app = router(&endpoint, move || server.for_client(per_client));
+    tracing::info!(url = %format!("http://{local}{MCP_PATH}"), "serving MCP over streamable HTTP");
+    crate::doors::serve_door(listener, &shared, RULES, app).await
 }

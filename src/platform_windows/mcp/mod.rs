@@ -27,6 +27,7 @@ use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Map, Value, json};
 
+mod http;
 mod tools;
 
 use self::tools::{BUILTIN_NAMES, EXEC_DOC, listed_tools};
@@ -38,12 +39,15 @@ use super::process::resolve_program;
 use super::run::{Command, check_sandbox, run_tool, spec_for, strip_verbatim};
 use crate::context::ProcessContext;
 use crate::doors::mcp::portable::{ask_person, can_ask, tool_result};
+use crate::doors::mcp_http::router::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS};
 use crate::exit_code;
+use crate::gate::conn::DEFAULT_MAX_CONNECTIONS;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
 use crate::plan::files::{FileOp, plan_file};
 use crate::plan::registry_args::RegistryArgs;
 use crate::plan::{Door, Rejection, Request};
 use crate::result::NormalizedResult;
+use crate::serve::listen::ListenSpec;
 
 /// How long `exec_command` waits before answering with a session.
 const EXEC_YIELD_DEFAULT_MS: u64 = 10_000;
@@ -52,15 +56,44 @@ const WRITE_YIELD_DEFAULT_MS: u64 = 250;
 /// The yields' bounds.
 const YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
 
-/// `serve` arguments (stdio only on Windows): the registry and the project
-/// root, which relative `workdir`s are under and no command leaves.
+/// `serve` arguments: the registry and the project root, which relative
+/// `workdir`s are under and no command leaves; and the listeners (MCP over
+/// streamable HTTP on Windows, [`http`]), with Linux's names and defaults.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) registry: RegistryArgs,
+    /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
+    /// instead of MCP on stdio; repeatable. On Windows PROTOCOL is mcp.
+    #[arg(long, value_name = "PROTOCOL=ADDR")]
+    pub(crate) listen: Vec<ListenSpec>,
+    /// Refused on Windows (no owner-only mode to check): the token comes
+    /// from $AGENT_REACH_TOKEN.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Serve listeners off loopback without a token.
+    #[arg(long)]
+    pub(crate) no_auth: bool,
+    /// One more `Host` header value the listeners accept (besides the
+    /// addresses they listen on; on Windows a listener on every interface
+    /// accepts only loopback names and these); repeatable.
+    #[arg(long, value_name = "HOST")]
+    pub(crate) allowed_host: Vec<String>,
+    /// End an MCP client's session (and kill its processes) after this many
+    /// silent seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLIENT_IDLE_TIMEOUT.as_secs())]
+    pub(crate) client_idle_timeout: u64,
+    /// How many MCP clients may be connected at once; past it the one idle
+    /// longest is ended.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLIENTS, value_parser = clap::value_parser!(usize))]
+    pub(crate) max_clients: usize,
+    /// How many connections the listeners hold open at once; past it a new
+    /// connection waits until one closes.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: u32,
 }
 
-/// Runs the server until stdin closes.
+/// Runs the server until stdin closes, or its listeners until Ctrl-C.
 pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
     let (entry, ctx) = match session_context(ctx) {
         Ok(ready) => ready,
@@ -76,6 +109,13 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
             return err.code;
         }
     };
+    let listening = match http::Listening::check(args, &ctx) {
+        Ok(listening) => listening,
+        Err((code, message)) => {
+            eprintln!("agent-reach serve: {message}");
+            return code;
+        }
+    };
     let tools = listed_tools(&operator);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -88,16 +128,18 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
             return exit_code::FAILURE;
         }
     };
-    let server = WindowsServer {
-        inner: Arc::new(ServerInner {
-            ctx,
-            operator,
-            tools,
-            sessions: Mutex::new(BTreeMap::new()),
-            running: Mutex::new(BTreeMap::new()),
-            next_id: Mutex::new(1),
-        }),
-    };
+    let shared = Arc::new(Shared {
+        ctx,
+        operator,
+        tools,
+    });
+    if let Some(listening) = listening {
+        let code = runtime.block_on(http::serve(args, listening, shared));
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        drop(entry);
+        return code;
+    }
+    let server = WindowsServer::new(shared);
     let code = runtime.block_on(async move {
         match server.clone().serve(rmcp::transport::stdio()).await {
             Ok(service) => {
@@ -115,12 +157,19 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
     code
 }
 
+/// What every client of the server shares.
 #[derive(Debug)]
-struct ServerInner {
+struct Shared {
     ctx: ProcessContext,
     operator: Operator,
     /// What `tools/list` gives, fixed at start.
     tools: Vec<Tool>,
+}
+
+/// One client's server: its sessions and running tools, ended with it.
+#[derive(Debug)]
+struct ServerInner {
+    shared: Arc<Shared>,
     sessions: Mutex<BTreeMap<u64, Execution>>,
     /// Registry tools running to their end, by call number.
     running: Mutex<BTreeMap<u64, Execution>>,
@@ -142,6 +191,20 @@ impl Drop for ServerInner {
 #[derive(Debug, Clone)]
 struct WindowsServer {
     inner: Arc<ServerInner>,
+}
+
+impl WindowsServer {
+    /// A client's server, with no session yet.
+    fn new(shared: Arc<Shared>) -> Self {
+        Self {
+            inner: Arc::new(ServerInner {
+                shared,
+                sessions: Mutex::new(BTreeMap::new()),
+                running: Mutex::new(BTreeMap::new()),
+                next_id: Mutex::new(1),
+            }),
+        }
+    }
 }
 
 /// Plans with `plan` as an MCP door: where a person's approval would let
@@ -221,8 +284,8 @@ impl WindowsServer {
     /// The shell a command line runs in: the one asked for, else
     /// PowerShell when present, else cmd.exe; with the quoting each needs.
     fn shell_argv(&self, shell: Option<&str>, cmd: &str) -> (Vec<OsString>, bool) {
-        let env = &self.inner.ctx.env;
-        let cwd = &strip_verbatim(self.inner.operator.root().to_path_buf());
+        let env = &self.inner.shared.ctx.env;
+        let cwd = &strip_verbatim(self.inner.shared.operator.root().to_path_buf());
         let wanted = shell.map(str::to_ascii_lowercase);
         let powershell = match wanted.as_deref() {
             Some(s) if s.contains("cmd") => None,
@@ -292,7 +355,7 @@ impl WindowsServer {
             verbatim_args,
             tty,
         };
-        let operator = &self.inner.operator;
+        let operator = &self.inner.shared.operator;
         let admitted = asking(peer, |door| {
             let mut command = asked.clone();
             operator
@@ -304,7 +367,7 @@ impl WindowsServer {
             Ok(command) => command,
             Err(rejection) => return rejected(&rejection),
         };
-        let spec = match spec_for(command, &self.inner.ctx, true, true) {
+        let spec = match spec_for(command, &self.inner.shared.ctx, true, true) {
             Ok(spec) => spec,
             Err(refusal) => return refused(format!("rejected: {refusal}")),
         };
@@ -427,7 +490,7 @@ impl WindowsServer {
         let Some(patch) = str_arg(&args, "input").map(str::to_owned) else {
             return refused("apply_patch needs `input` (the patch)".into());
         };
-        let operator = &self.inner.operator;
+        let operator = &self.inner.shared.operator;
         let workdir = str_arg(&args, "workdir").map(std::path::Path::new);
         let planned = asking(peer, |door| {
             plan_file(operator.policy(), FileOp::ApplyPatch, &[], door)?;
@@ -457,7 +520,7 @@ impl WindowsServer {
         args: Map<String, Value>,
         peer: &Peer<RoleServer>,
     ) -> CallToolResponse {
-        let operator = &self.inner.operator;
+        let operator = &self.inner.shared.operator;
         let request = match operator.registry().tool(name) {
             Some(spec) => Request::for_mcp_tool(spec, args),
             None => Request::for_tool(None, name, args),
@@ -467,7 +530,7 @@ impl WindowsServer {
                 let inner = Arc::clone(&self.inner);
                 let number = self.next_id();
                 tokio::task::spawn_blocking(move || {
-                    let result = run_tool(run, &inner.ctx, |execution| {
+                    let result = run_tool(run, &inner.shared.ctx, |execution| {
                         crate::sync::lock(&inner.running).insert(number, execution.clone());
                     });
                     crate::sync::lock(&inner.running).remove(&number);
@@ -511,11 +574,18 @@ impl ServerHandler for WindowsServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.inner.tools.clone()))
+        Ok(ListToolsResult::with_all_items(
+            self.inner.shared.tools.clone(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.inner.tools.iter().find(|t| t.name == name).cloned()
+        self.inner
+            .shared
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
     }
 
     async fn call_tool(

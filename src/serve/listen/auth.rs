@@ -3,6 +3,7 @@
 //! reachable from other machines needs a token or the operator's explicit
 //! `--no-auth`. The gate checks it ([`crate::gate::auth`]).
 
+#[cfg(unix)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,10 @@ pub(crate) enum AuthError {
     Mode { path: PathBuf, mode: u32 },
     #[error("--token-file {} holds no token on its first line", path.display())]
     Empty { path: PathBuf },
+    /// Windows: no owner-only mode to check the file against.
+    #[cfg(windows)]
+    #[error("--token-file {}: on Windows agent-reach cannot check that only you can read a file; give the token in ${TOKEN_VAR} instead", path.display())]
+    Unprotectable { path: PathBuf },
     #[error(
         "{spec} listens on {addr}, which other machines can reach, without a token: give --token-file FILE or ${TOKEN_VAR}, or --no-auth to serve without one (e.g. in a pod behind a NetworkPolicy)"
     )]
@@ -34,8 +39,17 @@ pub(crate) enum AuthError {
     },
 }
 
+/// Windows refuses a token file: there is no owner-only mode to check.
+#[cfg(windows)]
+pub(crate) fn token_from_file(path: &Path) -> Result<Token, AuthError> {
+    Err(AuthError::Unprotectable {
+        path: path.to_path_buf(),
+    })
+}
+
 /// The first line of `path`, which must not be readable or writable by
 /// group or others.
+#[cfg(unix)]
 pub(crate) fn token_from_file(path: &Path) -> Result<Token, AuthError> {
     let read = |source| AuthError::Read {
         path: path.to_path_buf(),
@@ -66,6 +80,21 @@ pub(crate) fn load_token(
     }
 }
 
+/// The listeners' token check for a `serve` process (`--token-file`, else
+/// `$AGENT_REACH_TOKEN` in `ctx`), refused at start where a listener off
+/// loopback would have none without `--no-auth`.
+pub(crate) fn listener_auth(
+    specs: &[ListenSpec],
+    token_file: Option<&Path>,
+    no_auth: bool,
+    ctx: &crate::context::ProcessContext,
+) -> Result<Auth, AuthError> {
+    let env_token = ctx.var(TOKEN_VAR).and_then(|v| v.to_str());
+    let auth = Auth::new(load_token(token_file, env_token)?);
+    check_exposure(specs, &auth, no_auth)?;
+    Ok(auth)
+}
+
 /// The start-up rule: a listener off loopback needs a token or `--no-auth`.
 pub(crate) fn check_exposure(
     specs: &[ListenSpec],
@@ -88,6 +117,7 @@ pub(crate) fn check_exposure(
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn a_token_file_must_be_private_and_not_empty() {
         let dir = tempfile::tempdir().unwrap();

@@ -11,8 +11,6 @@
 pub(crate) mod addr;
 pub(crate) mod auth;
 
-use std::time::Duration;
-
 use tokio::net::TcpListener;
 
 pub(crate) use addr::{ListenSpec, Protocol};
@@ -20,12 +18,7 @@ pub(crate) use auth::Auth;
 
 pub(crate) use crate::doors::DoorContext as Shared;
 
-/// `--client-idle-timeout` when not given: an MCP client silent this long
-/// loses its sessions.
-pub(crate) const DEFAULT_CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(1800);
-/// `--max-clients` when not given: MCP client sessions over HTTP at once;
-/// past it the one idle longest is ended.
-pub(crate) const DEFAULT_MAX_CLIENTS: usize = 256;
+pub(crate) use crate::doors::mcp_http::router::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS};
 /// `--max-sessions-per-client` when not given.
 pub(crate) const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 64;
 
