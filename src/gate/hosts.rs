@@ -55,10 +55,81 @@ pub(crate) fn allowed_origins(hosts: &[String]) -> Vec<String> {
     origins
 }
 
-/// This machine's interface addresses, for a listener on every interface.
-/// On Windows none are listed (name them with `--allowed-host`).
+/// This machine's interface addresses, for a listener on every interface:
+/// the unicast addresses `GetAdaptersAddresses` lists (none when it fails).
 #[cfg(windows)]
 pub(crate) fn interface_addresses() -> Vec<IpAddr> {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    use windows_sys::Win32::NetworkManagement::IpHelper::{
+        GAA_FLAG_SKIP_ANYCAST, GAA_FLAG_SKIP_DNS_SERVER, GAA_FLAG_SKIP_MULTICAST,
+        GetAdaptersAddresses, IP_ADAPTER_ADDRESSES_LH,
+    };
+    use windows_sys::Win32::Networking::WinSock::{
+        AF_INET, AF_INET6, AF_UNSPEC, SOCKADDR_IN, SOCKADDR_IN6,
+    };
+    /// The buffer was too small; `size` now says how large it must be.
+    const ERROR_BUFFER_OVERFLOW: u32 = 111;
+    let flags = GAA_FLAG_SKIP_ANYCAST | GAA_FLAG_SKIP_MULTICAST | GAA_FLAG_SKIP_DNS_SERVER;
+    let mut size: u32 = 16 * 1024;
+    // The list can grow between two calls: a few tries, then none.
+    for _ in 0..4 {
+        // u64s: the list's structures need 8-byte alignment.
+        let mut buffer = vec![0u64; (size as usize).div_ceil(8)];
+        let first = buffer.as_mut_ptr().cast::<IP_ADAPTER_ADDRESSES_LH>();
+        // SAFETY: `first` points to `size` writable bytes, aligned for the
+        // structures written there; `size` is a valid u32 to update.
+        let status = unsafe {
+            GetAdaptersAddresses(
+                u32::from(AF_UNSPEC),
+                flags,
+                std::ptr::null(),
+                first,
+                &mut size,
+            )
+        };
+        if status == ERROR_BUFFER_OVERFLOW {
+            continue;
+        }
+        if status != 0 {
+            return Vec::new();
+        }
+        let mut ips = Vec::new();
+        let mut adapter = first.cast_const();
+        while !adapter.is_null() {
+            // SAFETY: a node of the list the call wrote into `buffer`,
+            // which outlives this loop; its links are null or nodes too.
+            let node = unsafe { &*adapter };
+            let mut unicast = node.FirstUnicastAddress.cast_const();
+            while !unicast.is_null() {
+                // SAFETY: as above, a node of the adapter's address list.
+                let address = unsafe { &*unicast };
+                let sockaddr = address.Address.lpSockaddr.cast_const();
+                if !sockaddr.is_null() {
+                    // SAFETY: a socket address of the family it names, as
+                    // long as `iSockaddrLength` says, inside `buffer`.
+                    unsafe {
+                        match (*sockaddr).sa_family {
+                            AF_INET => {
+                                let v4 = &*sockaddr.cast::<SOCKADDR_IN>();
+                                let octets = v4.sin_addr.S_un.S_addr.to_ne_bytes();
+                                ips.push(IpAddr::V4(Ipv4Addr::from(octets)));
+                            }
+                            AF_INET6 => {
+                                let v6 = &*sockaddr.cast::<SOCKADDR_IN6>();
+                                ips.push(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.u.Byte)));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                unicast = address.Next.cast_const();
+            }
+            adapter = node.Next.cast_const();
+        }
+        ips.sort();
+        ips.dedup();
+        return ips;
+    }
     Vec::new()
 }
 
@@ -134,7 +205,6 @@ mod tests {
         );
     }
 
-    #[cfg(unix)]
     #[test]
     fn this_machine_has_a_loopback_interface() {
         let ips = interface_addresses();

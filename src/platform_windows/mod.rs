@@ -177,7 +177,7 @@ agent-reach doctor (Windows)
   no    sandbox: none on Windows; anything but danger-full-access exits 125
   {tty}
   ok    the registry: tools list, show, check and schema; exec --json, --jsonl and serve run its tools under the operator's policy (--config, --profile, --root); the built-in file tools are dir, type and findstr
-  ok    serve --listen mcp=HOST:PORT: MCP over streamable HTTP behind the gate (token from $AGENT_REACH_TOKEN, Host, Origin, content types, connection bounds); a listener on every interface accepts only loopback names and --allowed-host ones
+  ok    serve --listen mcp=HOST:PORT: MCP over streamable HTTP behind the gate (token from $AGENT_REACH_TOKEN, Host, Origin, content types, connection bounds)
   no    the other listeners (sandboxd, python-runtime, swerex, envd, daytona, codex-exec) and the scheduler: Linux only for now
 "
     )

@@ -78,6 +78,13 @@ impl Operator {
         })
     }
 
+    /// `serve --sandbox POLICY` in place of the registry's `[sandbox]
+    /// default` (on Windows only `danger-full-access` gets this far).
+    pub(crate) fn with_sandbox_override(mut self, sandbox: Option<Policy>) -> Self {
+        self.policy = self.policy.with_sandbox_override(sandbox);
+        self
+    }
+
     /// The registry the operator loaded.
     pub(crate) fn registry(&self) -> &Registry {
         &self.registry

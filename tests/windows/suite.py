@@ -525,6 +525,15 @@ def test_a_policy_sandbox_is_refused_at_every_door():
         error, reply = mcp.tool("exec_command", cmd="echo ran")
         check(error and "no sandbox on Windows" in reply and "ran\n" not in reply, reply)
     with_mcp(body, flags)
+    done = wine(["serve", *flags, "--sandbox", "read-only"], stdin=b"")
+    check(done.returncode == 125 and b"no sandbox on Windows" in done.stderr,
+          f"serve --sandbox read-only: exit {done.returncode}, {done.stderr!r}")
+
+    # The operator's explicit danger-full-access replaces the default.
+    def unconfined(mcp):
+        error, reply = mcp.tool("exec_command", cmd="echo ran")
+        check(not error and "ran" in reply, reply)
+    with_mcp(unconfined, [*flags, "--sandbox", "danger-full-access"])
 
 
 def free_port():

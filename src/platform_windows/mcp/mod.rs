@@ -31,12 +31,12 @@ mod http;
 mod tools;
 
 use self::tools::{BUILTIN_NAMES, EXEC_DOC, listed_tools};
-use super::conpty;
 use super::engine::Execution;
 use super::operator::Operator;
 use super::path_entry::session_context;
 use super::process::resolve_program;
 use super::run::{Command, check_sandbox, run_tool, spec_for, strip_verbatim};
+use super::{NO_SANDBOX, conpty};
 use crate::context::ProcessContext;
 use crate::doors::mcp::portable::{ask_person, can_ask, tool_result};
 use crate::doors::mcp_http::router::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS};
@@ -47,6 +47,7 @@ use crate::plan::files::{FileOp, plan_file};
 use crate::plan::registry_args::RegistryArgs;
 use crate::plan::{Door, Rejection, Request};
 use crate::result::NormalizedResult;
+use crate::sandbox::Policy;
 use crate::serve::listen::ListenSpec;
 
 /// How long `exec_command` waits before answering with a session.
@@ -63,6 +64,11 @@ const YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) registry: RegistryArgs,
+    /// The sandbox of every raw command and of every tool without its own
+    /// (overrides the registry's `[sandbox] default`): on Windows anything
+    /// but danger-full-access exits 125.
+    #[arg(long, value_name = "POLICY")]
+    pub(crate) sandbox: Option<Policy>,
     /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
     /// instead of MCP on stdio; repeatable. On Windows PROTOCOL is mcp.
     #[arg(long, value_name = "PROTOCOL=ADDR")]
@@ -75,8 +81,7 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub(crate) no_auth: bool,
     /// One more `Host` header value the listeners accept (besides the
-    /// addresses they listen on; on Windows a listener on every interface
-    /// accepts only loopback names and these); repeatable.
+    /// addresses they listen on); repeatable.
     #[arg(long, value_name = "HOST")]
     pub(crate) allowed_host: Vec<String>,
     /// End an MCP client's session (and kill its processes) after this many
@@ -102,8 +107,14 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
             return exit_code::FAILURE;
         }
     };
+    if let Some(policy) = args.sandbox
+        && policy != Policy::DangerFullAccess
+    {
+        eprintln!("agent-reach serve: --sandbox {policy}: {NO_SANDBOX}");
+        return exit_code::INTERNAL;
+    }
     let operator = match Operator::load(&args.registry, &ctx) {
-        Ok(operator) => operator,
+        Ok(operator) => operator.with_sandbox_override(args.sandbox),
         Err(err) => {
             eprintln!("agent-reach serve: {err}");
             return err.code;
