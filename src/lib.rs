@@ -90,6 +90,7 @@ pub mod serve;
 pub(crate) mod serve {
     pub(crate) mod listen {
         pub(crate) mod addr;
+        pub(crate) mod args;
         pub(crate) mod auth;
 
         pub(crate) use addr::{ListenSpec, Protocol};

@@ -8,12 +8,9 @@ use std::path::PathBuf;
 use crate::plan::source::RegistryArgs;
 use crate::sandbox::Policy;
 
-use super::listen::{
-    DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS, DEFAULT_MAX_SESSIONS_PER_CLIENT, ListenSpec,
-};
+use super::listen::DEFAULT_MAX_SESSIONS_PER_CLIENT;
+pub(crate) use super::listen::args::ListenArgs;
 use crate::broker::sessions::DEFAULT_MAX_SESSIONS;
-
-use crate::gate::conn::DEFAULT_MAX_CONNECTIONS;
 
 /// What `serve` speaks on stdio (`--stdio`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -30,46 +27,20 @@ pub(crate) enum StdioProtocol {
 pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) registry: RegistryArgs,
-    /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
-    /// instead of MCP on stdio; repeatable. PROTOCOL: mcp, sandboxd-grpc,
-    /// sandboxd-rest, python-runtime, swerex, envd, daytona, codex-exec.
-    #[arg(long, value_name = "PROTOCOL=ADDR")]
-    pub(crate) listen: Vec<ListenSpec>,
+    #[command(flatten)]
+    pub(crate) listeners: ListenArgs,
     /// What stdio speaks when no --listen is given: mcp (MCP, the default)
     /// or codex-exec (Codex's exec-server, one JSON-RPC message per line).
     #[arg(long, value_name = "PROTOCOL", value_enum, default_value_t = StdioProtocol::Mcp)]
     pub(crate) stdio: StdioProtocol,
-    /// The token every listener request must carry: the first line of FILE
-    /// (mode 0600). Default: $AGENT_REACH_TOKEN.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) token_file: Option<PathBuf>,
-    /// Serve listeners off loopback without a token (the operator's choice,
-    /// e.g. in a pod behind a NetworkPolicy).
-    #[arg(long)]
-    pub(crate) no_auth: bool,
     /// The sandbox of every raw command and of every tool without its own
     /// (overrides the registry's `[sandbox] default`).
     #[arg(long, value_name = "POLICY")]
     pub(crate) sandbox: Option<Policy>,
-    /// One more `Host` header value the HTTP listeners accept (besides the
-    /// addresses they listen on); repeatable.
-    #[arg(long, value_name = "HOST")]
-    pub(crate) allowed_host: Vec<String>,
-    /// Kill the sessions of an MCP client silent for this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLIENT_IDLE_TIMEOUT.as_secs())]
-    pub(crate) client_idle_timeout: u64,
-    /// How many MCP clients (MCP sessions over HTTP) may be connected at
-    /// once; past it the one idle longest is ended.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLIENTS, value_parser = clap::value_parser!(usize))]
-    pub(crate) max_clients: usize,
     /// How many live sessions one client may hold at once, counted across
     /// every door.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SESSIONS_PER_CLIENT, value_parser = clap::value_parser!(usize))]
     pub(crate) max_sessions_per_client: usize,
-    /// How many connections the listeners hold open at once, all together;
-    /// past it a new connection waits until one closes.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_connections: u32,
     /// The sandbox id the `daytona` listener answers to (`GET
     /// /api/sandbox/ID`, `/toolbox/ID/...`); other ids are 404.
     #[arg(long, value_name = "ID", default_value = crate::doors::daytona::DEFAULT_SANDBOX_ID, value_parser = parse_sandbox_id)]

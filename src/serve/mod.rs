@@ -61,7 +61,7 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         eprintln!("agent-reach serve: {e}");
         return exit_code::USAGE;
     }
-    if !args.listen.is_empty() && args.stdio != args::StdioProtocol::Mcp {
+    if !args.listeners.listen.is_empty() && args.stdio != args::StdioProtocol::Mcp {
         eprintln!(
             "agent-reach serve: --stdio codex-exec serves stdio and --listen serves the network; give one or the other"
         );
@@ -81,7 +81,7 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         &session,
         args.sandbox,
         // A sandboxed command must not read the listeners' token.
-        args.token_file.iter().cloned().collect(),
+        args.listeners.token_file.iter().cloned().collect(),
     ) {
         Ok(ready) => ready,
         Err(err) => {
@@ -100,7 +100,7 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         usize::try_from(args.max_sessions).unwrap_or(crate::broker::sessions::DEFAULT_MAX_SESSIONS);
     // stdio is one client, who may hold every seat; over the network each
     // caller gets its share.
-    let per_caller = if args.listen.is_empty() {
+    let per_caller = if args.listeners.listen.is_empty() {
         max_sessions
     } else {
         args.max_sessions_per_client
@@ -124,7 +124,7 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
         }
     };
     // The connection bounds; the timeouts change only for the test suite.
-    let limits = crate::gate::Limits::from_env(args.max_connections, |name| {
+    let limits = crate::gate::Limits::from_env(args.listeners.max_connections, |name| {
         ctx.var(name).and_then(|v| v.to_str()).map(str::to_owned)
     });
     let code = runtime.block_on(serve(config, args, dispatcher, auth, limits));
@@ -139,7 +139,12 @@ fn listener_auth(
     args: &ServeArgs,
     ctx: &ProcessContext,
 ) -> Result<listen::Auth, listen::auth::AuthError> {
-    listen::auth::listener_auth(&args.listen, args.token_file.as_deref(), args.no_auth, ctx)
+    listen::auth::listener_auth(
+        &args.listeners.listen,
+        args.listeners.token_file.as_deref(),
+        args.listeners.no_auth,
+        ctx,
+    )
 }
 
 /// Serves on stdio, or on the listeners named; returns the exit code once
@@ -184,21 +189,21 @@ async fn serve(
             return exit_code::FAILURE;
         }
     };
-    if !args.listen.is_empty() {
+    if !args.listeners.listen.is_empty() {
         let shared = listen::Shared {
             broker: broker.clone(),
             server: server.clone(),
             auth,
-            allowed_hosts: args.allowed_host.clone(),
-            client_idle_timeout: Duration::from_secs(args.client_idle_timeout),
+            allowed_hosts: args.listeners.allowed_host.clone(),
+            client_idle_timeout: Duration::from_secs(args.listeners.client_idle_timeout),
             max_sessions_per_client: args.max_sessions_per_client,
-            max_clients: args.max_clients,
+            max_clients: args.listeners.max_clients,
             limits,
             sandbox_id: args.sandbox_id.clone(),
             shutdown: tokio_util::sync::CancellationToken::new(),
         };
         let shutdown = shared.shutdown.clone();
-        let listeners = listen::serve_all(&args.listen, shared);
+        let listeners = listen::serve_all(&args.listeners.listen, shared);
         tokio::pin!(listeners);
         let ended = tokio::select! {
             outcome = &mut listeners => Some(outcome),

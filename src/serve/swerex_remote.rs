@@ -156,6 +156,6 @@ mod tests {
     fn serve_takes_the_listen_spec_it_is_given() {
         let parsed =
             ServeOnly::try_parse_from(["serve", "--listen", "swerex=127.0.0.1:8000"]).unwrap();
-        assert_eq!(parsed.serve.listen.len(), 1);
+        assert_eq!(parsed.serve.listeners.listen.len(), 1);
     }
 }

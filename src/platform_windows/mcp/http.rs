@@ -41,10 +41,15 @@ impl Listening {
         args: &ServeArgs,
         ctx: &ProcessContext,
     ) -> Result<Option<Self>, (i32, String)> {
-        if args.listen.is_empty() {
+        if args.listeners.listen.is_empty() {
             return Ok(None);
         }
-        if let Some(spec) = args.listen.iter().find(|s| s.protocol != Protocol::Mcp) {
+        if let Some(spec) = args
+            .listeners
+            .listen
+            .iter()
+            .find(|s| s.protocol != Protocol::Mcp)
+        {
             return Err((
                 exit_code::USAGE,
                 format!(
@@ -53,10 +58,15 @@ impl Listening {
                 ),
             ));
         }
-        let auth = listener_auth(&args.listen, args.token_file.as_deref(), args.no_auth, ctx)
-            .map_err(|err| (exit_code::USAGE, err.to_string()))?;
+        let auth = listener_auth(
+            &args.listeners.listen,
+            args.listeners.token_file.as_deref(),
+            args.listeners.no_auth,
+            ctx,
+        )
+        .map_err(|err| (exit_code::USAGE, err.to_string()))?;
         // The timeouts change only for the test suite.
-        let limits = Limits::from_env(args.max_connections, |name| {
+        let limits = Limits::from_env(args.listeners.max_connections, |name| {
             ctx.var(name).and_then(|v| v.to_str()).map(str::to_owned)
         });
         Ok(Some(Self { auth, limits }))
@@ -66,8 +76,8 @@ impl Listening {
 /// Binds every listener (a port in use fails the start), then serves them
 /// until Ctrl-C or Ctrl-Break; every client's processes end with it.
 pub(super) async fn serve(args: &ServeArgs, listening: Listening, shared: Arc<Shared>) -> i32 {
-    let mut bound = Vec::with_capacity(args.listen.len());
-    for spec in &args.listen {
+    let mut bound = Vec::with_capacity(args.listeners.listen.len());
+    for spec in &args.listeners.listen {
         match TcpListener::bind(spec.addr).await {
             Ok(listener) => bound.push(listener),
             Err(err) => {
@@ -91,16 +101,21 @@ pub(super) async fn serve(args: &ServeArgs, listening: Listening, shared: Arc<Sh
         };
         let endpoint = Endpoint {
             local,
-            allowed_hosts: &args.allowed_host,
-            client_idle_timeout: Duration::from_secs(args.client_idle_timeout),
-            max_clients: args.max_clients,
+            allowed_hosts: &args.listeners.allowed_host,
+            client_idle_timeout: Duration::from_secs(args.listeners.client_idle_timeout),
+            max_clients: args.listeners.max_clients,
             shutdown: &shutdown,
         };
         let for_clients = Arc::clone(&shared);
         let app = router(&endpoint, move || {
             WindowsServer::new(Arc::clone(&for_clients))
         });
-        let gate = Gate::new(local, &args.allowed_host, listening.auth.clone(), RULES);
+        let gate = Gate::new(
+            local,
+            &args.listeners.allowed_host,
+            listening.auth.clone(),
+            RULES,
+        );
         eprintln!("agent-reach serve: MCP at http://{local}{MCP_PATH}");
         if !listening.auth.is_required() {
             eprintln!(

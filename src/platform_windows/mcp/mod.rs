@@ -39,16 +39,14 @@ use super::run::{Command, check_sandbox, run_tool, spec_for, strip_verbatim};
 use super::{NO_SANDBOX, conpty};
 use crate::context::ProcessContext;
 use crate::doors::mcp::portable::{ask_person, can_ask, tool_result};
-use crate::doors::mcp_http::router::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS};
 use crate::exit_code;
-use crate::gate::conn::DEFAULT_MAX_CONNECTIONS;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
 use crate::plan::files::{FileOp, plan_file};
 use crate::plan::registry_args::RegistryArgs;
 use crate::plan::{Door, Rejection, Request};
 use crate::result::NormalizedResult;
 use crate::sandbox::Policy;
-use crate::serve::listen::ListenSpec;
+use crate::serve::listen::args::ListenArgs;
 
 /// How long `exec_command` waits before answering with a session.
 const EXEC_YIELD_DEFAULT_MS: u64 = 10_000;
@@ -69,33 +67,8 @@ pub(crate) struct ServeArgs {
     /// but danger-full-access exits 125.
     #[arg(long, value_name = "POLICY")]
     pub(crate) sandbox: Option<Policy>,
-    /// Serve PROTOCOL on ADDR (HOST:PORT, or :PORT for every interface)
-    /// instead of MCP on stdio; repeatable. On Windows PROTOCOL is mcp.
-    #[arg(long, value_name = "PROTOCOL=ADDR")]
-    pub(crate) listen: Vec<ListenSpec>,
-    /// Refused on Windows (no owner-only mode to check): the token comes
-    /// from $AGENT_REACH_TOKEN.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) token_file: Option<PathBuf>,
-    /// Serve listeners off loopback without a token.
-    #[arg(long)]
-    pub(crate) no_auth: bool,
-    /// One more `Host` header value the listeners accept (besides the
-    /// addresses they listen on); repeatable.
-    #[arg(long, value_name = "HOST")]
-    pub(crate) allowed_host: Vec<String>,
-    /// End an MCP client's session (and kill its processes) after this many
-    /// silent seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CLIENT_IDLE_TIMEOUT.as_secs())]
-    pub(crate) client_idle_timeout: u64,
-    /// How many MCP clients may be connected at once; past it the one idle
-    /// longest is ended.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CLIENTS, value_parser = clap::value_parser!(usize))]
-    pub(crate) max_clients: usize,
-    /// How many connections the listeners hold open at once; past it a new
-    /// connection waits until one closes.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) max_connections: u32,
+    #[command(flatten)]
+    pub(crate) listeners: ListenArgs,
 }
 
 /// Runs the server until stdin closes, or its listeners until Ctrl-C.

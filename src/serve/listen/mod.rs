@@ -9,6 +9,7 @@
 //! module is an adapter on the broker.
 
 pub(crate) mod addr;
+pub(crate) mod args;
 pub(crate) mod auth;
 
 use tokio::net::TcpListener;
@@ -18,7 +19,6 @@ pub(crate) use auth::Auth;
 
 pub(crate) use crate::doors::DoorContext as Shared;
 
-pub(crate) use crate::doors::mcp_http::router::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS};
 /// `--max-sessions-per-client` when not given.
 pub(crate) const DEFAULT_MAX_SESSIONS_PER_CLIENT: usize = 64;
 
