@@ -32,6 +32,7 @@ pub mod doors;
 pub(crate) mod doors {
     pub(crate) mod mcp {
         pub(crate) mod portable;
+        pub(crate) mod yields;
     }
     pub(crate) mod mcp_http {
         mod json_answers;

@@ -150,6 +150,7 @@ pub(crate) fn main(args: &ExecArgs, ctx: &ProcessContext) -> i32 {
             return err.code;
         }
     };
+    let ctx = operator.child_context(&ctx);
     let (ctx, in_flight) = (&ctx, &InFlight::default());
     let limit = crate::exec::default_global_limit();
     let (sender, results) = mpsc::channel::<NormalizedResult>();

@@ -7,9 +7,11 @@
 //! which allows raw commands.
 
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::process::resolve_program;
 use super::run::Command;
 use super::{NO_SANDBOX, conpty};
 use crate::context::ProcessContext;
@@ -17,12 +19,14 @@ use crate::exit_code;
 use crate::plan::policy::OperatorPolicy;
 use crate::plan::registry_args::{RegistryArgs, exec_exit_code};
 use crate::plan::request::{Malformed, Target};
-use crate::plan::resolve::{caller_cwd, resolve_tool};
+use crate::plan::resolve::{ToolCall, caller_cwd, resolve_tool};
 use crate::plan::{Door, Rejection, Request};
 use crate::registry::secrets::SecretStore;
+use crate::registry::template::Piece;
 use crate::registry::{Registry, kinds};
 use crate::result::{NormalizedResult, Status};
 use crate::sandbox::Policy;
+use crate::serve::listen::auth::TOKEN_VAR;
 
 /// The registry, its policy and its secrets.
 #[derive(Debug)]
@@ -30,7 +34,13 @@ pub(crate) struct Operator {
     registry: Registry,
     policy: OperatorPolicy,
     secrets: SecretStore,
+    /// The environment commands start from (for looking programs up).
+    env: BTreeMap<OsString, OsString>,
 }
+
+/// What cmd.exe takes as its own syntax in a line it reads (its
+/// operators, quoting, escapes and variable expansion, and line breaks).
+const CMD_SYNTAX: [char; 10] = ['%', '!', '&', '|', '<', '>', '^', '"', '\r', '\n'];
 
 /// Why `exec` cannot start: the message and the contract's exit code (2
 /// for what the command line names, 125 for a config that does not load).
@@ -75,7 +85,39 @@ impl Operator {
             registry,
             policy,
             secrets,
+            env: ctx.env.clone(),
         })
+    }
+
+    /// The context commands start in: `ctx` without the listeners' token
+    /// and without the registry's secrets (a tool gets its own declared
+    /// ones back in its environment; Windows reads secrets from the
+    /// environment alone, so no other command may inherit them).
+    pub(crate) fn child_context(&self, ctx: &ProcessContext) -> ProcessContext {
+        let mut withheld: Vec<String> = vec![TOKEN_VAR.to_owned()];
+        for (tool, _) in self.registry.all_tools() {
+            withheld.extend(tool.secrets.iter().cloned());
+        }
+        let mut child = ctx.clone();
+        child.env.retain(|name, _| {
+            let name = name.to_string_lossy();
+            !withheld.iter().any(|w| w.eq_ignore_ascii_case(&name))
+        });
+        child
+    }
+
+    /// The operator's policy puts raw commands (and a caller's own file
+    /// writes) in a sandbox Windows does not have: refused.
+    pub(crate) fn check_unsandboxed(&self) -> Result<(), Rejection> {
+        match self.policy.sandbox_default {
+            Some(policy) if policy != Policy::DangerFullAccess => Err(Rejection::rejected(
+                kinds::DENIED_BY_POLICY,
+                format!(
+                    "the operator's policy runs raw commands in the {policy} sandbox: {NO_SANDBOX}"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// `serve --sandbox POLICY` in place of the registry's `[sandbox]
@@ -145,6 +187,7 @@ impl Operator {
                 format!("tool {name} runs sandboxed: {NO_SANDBOX}"),
             ));
         }
+        self.check_cmd_values(name, &call)?;
         let (tty, tty_note) = conpty::grant(call.tty);
         let env = self
             .registry
@@ -188,20 +231,68 @@ impl Operator {
         approve: bool,
     ) -> Result<(), Rejection> {
         self.policy.check_raw_commands()?;
-        if let Some(policy) = self.policy.sandbox_default
-            && policy != Policy::DangerFullAccess
-        {
-            return Err(Rejection::rejected(
-                kinds::DENIED_BY_POLICY,
-                format!(
-                    "the operator's policy runs raw commands in the {policy} sandbox: {NO_SANDBOX}"
-                ),
-            ));
-        }
+        self.check_unsandboxed()?;
         let cwd = self.caller_dir(command.workdir.as_deref())?;
         self.policy
             .check_raw_approval(&command.argv, &cwd, door, approve)?;
         command.workdir = Some(cwd);
+        Ok(())
+    }
+
+    /// A tool whose program is cmd.exe or a batch file (which runs in
+    /// cmd.exe) gets its arguments read again by cmd, where `&`, `|`, `%`
+    /// and the like are syntax whatever the quoting: every argument that
+    /// is not one of the tool's literal elements (a value filled in from
+    /// the call, or appended to it) is refused where it holds one.
+    fn check_cmd_values(&self, name: &str, call: &ToolCall) -> Result<(), Rejection> {
+        let Some(program) = call.argv.first() else {
+            return Ok(());
+        };
+        let is_batch = |path: &Path| {
+            path.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("cmd") || e.eq_ignore_ascii_case("bat"))
+        };
+        let named = Path::new(program);
+        let stem = named
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let through_cmd = stem.eq_ignore_ascii_case("cmd")
+            || is_batch(named)
+            || resolve_program(program.as_ref(), &self.env, &call.cwd)
+                .is_some_and(|found| is_batch(&found));
+        if !through_cmd {
+            return Ok(());
+        }
+        let literals: Vec<String> = call
+            .tool
+            .command
+            .iter()
+            .filter_map(|element| {
+                element
+                    .pieces
+                    .iter()
+                    .map(|piece| match piece {
+                        Piece::Literal(text) => Some(text.as_str()),
+                        Piece::Placeholder(_) => None,
+                    })
+                    .collect::<Option<String>>()
+            })
+            .collect();
+        for arg in call.argv.iter().skip(1) {
+            if literals.contains(arg) {
+                continue;
+            }
+            if let Some(c) = arg.chars().find(|c| CMD_SYNTAX.contains(c)) {
+                return Err(Rejection::rejected(
+                    kinds::INVALID_PARAMS,
+                    format!(
+                        "tool {name} runs through cmd.exe ({program}), which would read {c:?} in {arg:?} as its own syntax: the value is refused"
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -314,7 +314,11 @@ pub(crate) fn env_var<'a>(env: &'a BTreeMap<OsString, OsString>, name: &str) -> 
 }
 
 /// The program `name` stands for: a path as given (with `PATHEXT` tried
-/// when it has no extension), else the first match on `PATH`.
+/// when it has no extension, relative to `cwd`), else the first match on
+/// `PATH`. A bare name is never looked for in `cwd` (as `CreateProcessW`
+/// and `cmd` would): a `git.cmd` or `pwsh.bat` a project holds must not
+/// stand in for the program a tool or an approval names; `.\x.cmd` runs
+/// the project's own.
 pub(crate) fn resolve_program(
     name: &OsStr,
     env: &BTreeMap<OsString, OsString>,
@@ -345,8 +349,9 @@ pub(crate) fn resolve_program(
         return candidates(cwd.join(path));
     }
     let search = env_var(env, "PATH").map(std::env::split_paths);
-    std::iter::once(cwd.to_path_buf())
-        .chain(search.into_iter().flatten())
+    search
+        .into_iter()
+        .flatten()
         .find_map(|dir| candidates(dir.join(path)))
 }
 

@@ -361,14 +361,14 @@ pub(crate) fn exec_json(args: &ExecArgs, ctx: &ProcessContext) -> i32 {
             return exit_code::INTERNAL;
         }
     };
-    let ctx = &ctx;
-    let operator = match Operator::load(&args.registry, ctx) {
+    let operator = match Operator::load(&args.registry, &ctx) {
         Ok(operator) => operator,
         Err(err) => {
             eprintln!("agent-reach: {err}");
             return err.code;
         }
     };
+    let ctx = &operator.child_context(&ctx);
     let mut text = String::new();
     if let Err(err) = std::io::stdin()
         .take(MAX_REQUEST_BYTES)

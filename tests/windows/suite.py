@@ -175,6 +175,8 @@ def test_exec_runs_registry_tools_under_the_policy():
         {"id": "secret", "tool": "token"},
         {"id": "nope", "tool": "nope"},
         {"id": "raw", "command": ["cmd", "/c", "echo raw"]},
+        # cmd would read `&` as its own: a value holding it is refused.
+        {"id": "inject", "tool": "show", "args": {"path": "src\\a.txt&echo pwned"}},
     ]
     done = wine(flags, stdin="".join(json.dumps(line) + "\n" for line in lines).encode(),
                 env={"TOKEN": "s3cr3t-value"})
@@ -193,9 +195,18 @@ def test_exec_runs_registry_tools_under_the_policy():
           and "[REDACTED:TOKEN]" in secret["stdout"], str(secret))
     check(by_id["nope"]["error"]["kind"] == "unknown_tool", str(by_id["nope"]))
     check(by_id["raw"]["error"]["kind"] == "raw_commands_disabled", str(by_id["raw"]))
+    inject = by_id["inject"]
+    check(inject["status"] == "rejected" and inject["error"]["kind"] == "invalid_params"
+          and "cmd.exe" in inject["error"]["message"] and "pwned" not in inject.get("stdout", ""),
+          str(inject))
     # The built-in registry allows raw commands: they run in the root, and
     # a workdir must lie beneath it.
+    # A bare program name is never taken from the project: its own
+    # hostname.cmd does not stand in for Windows' hostname.exe.
+    with open(os.path.join(project, "hostname.cmd"), "w") as f:
+        f.write("@echo hijacked\r\n")
     lines = [
+        {"id": "hostname", "command": ["hostname"]},
         {"id": "here", "command": ["cmd", "/c", "cd"]},
         {"id": "src", "command": ["cmd", "/c", "cd"], "workdir": "src"},
         {"id": "out", "command": ["cmd", "/c", "cd"], "workdir": ".."},
@@ -207,6 +218,8 @@ def test_exec_runs_registry_tools_under_the_policy():
           str(by_id["here"]))
     check(by_id["src"]["stdout"].strip().lower().endswith("\\src"), str(by_id["src"]))
     check(by_id["out"]["error"]["kind"] == "invalid_workdir", str(by_id["out"]))
+    check(by_id["hostname"]["status"] == "success"
+          and "hijacked" not in by_id["hostname"]["stdout"], str(by_id["hostname"]))
     # A config that does not load is 125, a missing one 2 (as on Linux).
     bad = os.path.join(project, "bad.toml")
     with open(bad, "w") as f:
@@ -486,12 +499,8 @@ def test_mcp_serves_registry_tools_and_a_person_approves():
         result = mcp.call("tools/call", {"name": "wipe", "arguments": {"approve": True}})
         check(result.get("isError") and result["structuredContent"]["error"]["kind"]
               == "approval_required", str(result))
-        try:
-            mcp.tool("exec_command", cmd="echo raw")
-        except AssertionError as refused:
-            check("raw commands are disabled" in str(refused), str(refused))
-        else:
-            raise AssertionError("exec_command ran with raw commands off")
+        error, reply = mcp.tool("exec_command", cmd="echo raw")
+        check(error and "raw_commands_disabled" in reply and "raw\n" not in reply, reply)
     with_mcp(unasked, flags)
 
     def accepting(mcp):
@@ -524,6 +533,10 @@ def test_a_policy_sandbox_is_refused_at_every_door():
     def body(mcp):
         error, reply = mcp.tool("exec_command", cmd="echo ran")
         check(error and "no sandbox on Windows" in reply and "ran\n" not in reply, reply)
+        error, reply = mcp.tool("apply_patch", input=(
+            "*** Begin Patch\n*** Add File: boxed.txt\n+x\n*** End Patch\n"))
+        check(error and "no sandbox on Windows" in reply, reply)
+        check(not os.path.exists(os.path.join(project, "boxed.txt")), "apply_patch wrote")
     with_mcp(body, flags)
     done = wine(["serve", *flags, "--sandbox", "read-only"], stdin=b"")
     check(done.returncode == 125 and b"no sandbox on Windows" in done.stderr,
@@ -608,8 +621,10 @@ def test_mcp_over_http_behind_the_gate():
             answer = [m for m in messages if m.get("id") == request_id]
             check(answer, f"{name}: no answer in {body[:300]!r}")
             return answer[0]["result"]["content"][0]["text"]
-        reply = tool(2, "exec_command", cmd="echo over http")
+        reply = tool(2, "exec_command", cmd="echo over http [%AGENT_REACH_TOKEN%]")
         check("Process exited with code 0" in reply and "over http" in reply, reply)
+        # The listeners' token is the server's, not its commands'.
+        check("t0ken-for-http" not in reply, f"a command read the token: {reply}")
         reply = tool(3, "exec_command", cmd="ping -n 300 127.0.0.1", yield_time_ms=1000)
         check("session ID" in reply, reply)
         check(wait_for(lambda: wine_processes("ping.exe"), 10), "ping.exe never started")

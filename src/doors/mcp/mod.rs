@@ -20,3 +20,4 @@ pub(crate) mod session;
 pub(crate) mod table;
 pub(crate) mod tool_params;
 pub(crate) mod tools;
+pub(crate) mod yields;

@@ -13,18 +13,10 @@ use serde::Deserialize;
 
 use super::lenient;
 
-/// `exec_command`'s yield when none is given.
-pub(crate) const EXEC_YIELD_DEFAULT_MS: u64 = 10_000;
-/// Bounds of `exec_command`'s yield.
-pub(crate) const EXEC_YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
-/// `write_stdin`'s yield after a write.
-pub(crate) const WRITE_YIELD_DEFAULT_MS: u64 = 250;
-/// Bounds of `write_stdin`'s yield after a write.
-pub(crate) const WRITE_YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
-/// `write_stdin`'s yield for an empty poll.
-pub(crate) const POLL_YIELD_DEFAULT_MS: u64 = 5_000;
-/// Bounds of `write_stdin`'s yield for an empty poll.
-pub(crate) const POLL_YIELD_RANGE_MS: (u64, u64) = (5_000, 300_000);
+pub(crate) use super::yields::{
+    EXEC_YIELD_DEFAULT_MS, EXEC_YIELD_RANGE_MS, POLL_YIELD_DEFAULT_MS, POLL_YIELD_RANGE_MS,
+    WRITE_YIELD_DEFAULT_MS, WRITE_YIELD_RANGE_MS,
+};
 /// How much output a reply carries when the caller does not say.
 pub(crate) const MAX_OUTPUT_TOKENS_DEFAULT: usize = crate::plan::DEFAULT_MAX_OUTPUT_TOKENS;
 /// The shell when neither the argument nor `$SHELL` names one.

@@ -39,6 +39,10 @@ use super::run::{Command, check_sandbox, run_tool, spec_for, strip_verbatim};
 use super::{NO_SANDBOX, conpty};
 use crate::context::ProcessContext;
 use crate::doors::mcp::portable::{ask_person, can_ask, tool_result};
+use crate::doors::mcp::yields::{
+    EXEC_YIELD_DEFAULT_MS, EXEC_YIELD_RANGE_MS, POLL_YIELD_DEFAULT_MS, POLL_YIELD_RANGE_MS,
+    WRITE_YIELD_DEFAULT_MS, WRITE_YIELD_RANGE_MS,
+};
 use crate::exit_code;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
 use crate::plan::files::{FileOp, plan_file};
@@ -47,13 +51,6 @@ use crate::plan::{Door, Rejection, Request};
 use crate::result::NormalizedResult;
 use crate::sandbox::Policy;
 use crate::serve::listen::args::ListenArgs;
-
-/// How long `exec_command` waits before answering with a session.
-const EXEC_YIELD_DEFAULT_MS: u64 = 10_000;
-/// How long `write_stdin` waits for output.
-const WRITE_YIELD_DEFAULT_MS: u64 = 250;
-/// The yields' bounds.
-const YIELD_RANGE_MS: (u64, u64) = (250, 30_000);
 
 /// `serve` arguments: the registry and the project root, which relative
 /// `workdir`s are under and no command leaves; and the listeners (MCP over
@@ -113,7 +110,7 @@ pub(crate) fn main(args: &ServeArgs, ctx: &ProcessContext) -> i32 {
         }
     };
     let shared = Arc::new(Shared {
-        ctx,
+        ctx: operator.child_context(&ctx),
         operator,
         tools,
     });
@@ -241,10 +238,11 @@ fn u64_arg(args: &Map<String, Value>, name: &str) -> Option<u64> {
     })
 }
 
-fn yield_for(args: &Map<String, Value>, default: u64) -> Duration {
+/// The call's `yield_time_ms`, else `default`, within `range`.
+fn yield_for(args: &Map<String, Value>, default: u64, range: (u64, u64)) -> Duration {
     let ms = u64_arg(args, "yield_time_ms")
         .unwrap_or(default)
-        .clamp(YIELD_RANGE_MS.0, YIELD_RANGE_MS.1);
+        .clamp(range.0, range.1);
     Duration::from_millis(ms)
 }
 
@@ -360,7 +358,7 @@ impl WindowsServer {
             Err(err) => return refused(format!("cannot start: {err}")),
         };
         let opts = render_options(&args);
-        let until = Instant::now() + yield_for(&args, EXEC_YIELD_DEFAULT_MS);
+        let until = Instant::now() + yield_for(&args, EXEC_YIELD_DEFAULT_MS, EXEC_YIELD_RANGE_MS);
         let waiting = execution.clone();
         let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
             .await
@@ -400,7 +398,13 @@ impl WindowsServer {
         {
             note = format!("Note: nothing was written: {err}\n");
         }
-        let until = Instant::now() + yield_for(&args, WRITE_YIELD_DEFAULT_MS);
+        // An empty poll waits longer than an answer to a write.
+        let (default, range) = if chars.is_empty() {
+            (POLL_YIELD_DEFAULT_MS, POLL_YIELD_RANGE_MS)
+        } else {
+            (WRITE_YIELD_DEFAULT_MS, WRITE_YIELD_RANGE_MS)
+        };
+        let until = Instant::now() + yield_for(&args, default, range);
         let waiting = execution.clone();
         let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
             .await
@@ -478,6 +482,7 @@ impl WindowsServer {
         let workdir = str_arg(&args, "workdir").map(std::path::Path::new);
         let planned = asking(peer, |door| {
             plan_file(operator.policy(), FileOp::ApplyPatch, &[], door)?;
+            operator.check_unsandboxed()?;
             operator.caller_dir(workdir)
         })
         .await;
@@ -511,13 +516,21 @@ impl WindowsServer {
         };
         let result = match asking(peer, |door| operator.resolve(&request, door)).await {
             Ok(run) => {
-                let inner = Arc::clone(&self.inner);
+                // Only a weak link: the client's end (its handler dropped)
+                // must still kill what it runs.
+                let client = Arc::downgrade(&self.inner);
+                let shared = Arc::clone(&self.inner.shared);
                 let number = self.next_id();
                 tokio::task::spawn_blocking(move || {
-                    let result = run_tool(run, &inner.shared.ctx, |execution| {
-                        crate::sync::lock(&inner.running).insert(number, execution.clone());
+                    let result = run_tool(run, &shared.ctx, |execution| match client.upgrade() {
+                        Some(inner) => {
+                            crate::sync::lock(&inner.running).insert(number, execution.clone());
+                        }
+                        None => execution.kill(),
                     });
-                    crate::sync::lock(&inner.running).remove(&number);
+                    if let Some(inner) = client.upgrade() {
+                        crate::sync::lock(&inner.running).remove(&number);
+                    }
                     result
                 })
                 .await
@@ -582,14 +595,15 @@ impl ServerHandler for WindowsServer {
         // Only what is listed is served: the built-ins are gone where the
         // policy refuses raw commands.
         if self.get_tool(name).is_none() {
-            let why = if BUILTIN_NAMES.contains(&name) {
-                format!(
-                    "{name} is not served: raw commands are disabled by the operator's policy; use a registry tool"
-                )
-            } else {
-                format!("no tool named {name:?}")
-            };
-            return Err(McpError::invalid_params(why, None));
+            if BUILTIN_NAMES.contains(&name) {
+                return Ok(refused(format!(
+                    "{name} is not available: raw commands are disabled by the operator's policy (raw_commands_disabled); use a registry tool (the operator can set allow_raw_commands = true in the registry)"
+                )));
+            }
+            return Err(McpError::invalid_params(
+                format!("no tool named {name:?}"),
+                None,
+            ));
         }
         let peer = &context.peer;
         Ok(match name {
