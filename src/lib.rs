@@ -57,6 +57,7 @@ pub(crate) mod plan;
 /// engine spec, sandbox, cache and scheduling are Linux's.
 #[cfg(windows)]
 pub(crate) mod plan {
+    pub(crate) mod caps;
     mod decision;
     pub(crate) mod files;
     pub(crate) mod policy;
@@ -64,6 +65,7 @@ pub(crate) mod plan {
     pub(crate) mod request;
     pub(crate) mod resolve;
 
+    pub(crate) use crate::output::DEFAULT_MAX_OUTPUT_TOKENS;
     pub(crate) use decision::{ApprovalAsk, Door, Rejection};
     pub(crate) use request::Request;
 }

@@ -16,11 +16,13 @@ use super::run::Command;
 use super::{NO_SANDBOX, conpty};
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::plan::caps::{Cap, MAX_TIMEOUT_MS, cap, cap_tokens};
 use crate::plan::policy::OperatorPolicy;
 use crate::plan::registry_args::{RegistryArgs, exec_exit_code};
 use crate::plan::request::{Malformed, Target};
 use crate::plan::resolve::{ToolCall, caller_cwd, resolve_tool};
 use crate::plan::{Door, Rejection, Request};
+use crate::registry::model::LimitSettings;
 use crate::registry::secrets::SecretStore;
 use crate::registry::template::Piece;
 use crate::registry::{Registry, kinds};
@@ -62,6 +64,8 @@ pub(crate) struct ToolRun {
     /// The tool's secrets: in its environment, redacted from its output.
     pub(crate) secrets: Vec<(String, Vec<u8>)>,
     pub(crate) tty_note: Option<String>,
+    /// The operator's caps that cut what the request asked (their names).
+    pub(crate) capped: Vec<String>,
 }
 
 impl Operator {
@@ -127,6 +131,40 @@ impl Operator {
         self
     }
 
+    /// The registry's `[limits]` (its profile's).
+    pub(crate) fn limits(&self) -> LimitSettings {
+        self.registry.settings.limits
+    }
+
+    /// A raw command's timeout within `[limits] max_timeout_ms`: one asked
+    /// above it, or none at all for a command run to its end (`one_shot`;
+    /// a session without one is not a timeout request), gets the cap.
+    pub(crate) fn cap_timeout(&self, command: &mut Command, one_shot: bool) -> Option<Cap> {
+        let limit = self.limits().max_timeout_ms;
+        let asked = command
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        let over = match asked {
+            Some(ms) => ms > limit,
+            None => one_shot,
+        };
+        if !over {
+            return None;
+        }
+        command.timeout = Some(std::time::Duration::from_millis(limit));
+        Some(Cap {
+            name: MAX_TIMEOUT_MS,
+            asked,
+            limit,
+        })
+    }
+
+    /// An output budget asked of a door within `[limits]
+    /// max_output_tokens`, and the cap when it cut it.
+    pub(crate) fn cap_tokens(&self, asked: usize) -> (usize, Option<Cap>) {
+        cap_tokens(asked, self.limits())
+    }
+
     /// The registry the operator loaded.
     pub(crate) fn registry(&self) -> &Registry {
         &self.registry
@@ -166,6 +204,9 @@ impl Operator {
     /// A tool request from `door` resolved into a command, or why not (with
     /// the question a person could approve, where one would let it run).
     pub(crate) fn resolve(&self, request: &Request, door: Door) -> Result<ToolRun, Rejection> {
+        // `[limits]` caps what any caller asks, at every door.
+        let (capped, caps) = cap(request, self.limits());
+        let request = capped.as_ref().unwrap_or(request);
         let Target::Tool { name, args } = &request.target else {
             return Err(Rejection::rejected(
                 kinds::MALFORMED_REQUEST,
@@ -216,6 +257,7 @@ impl Operator {
             },
             secrets: call.secrets,
             tty_note,
+            capped: caps.iter().map(|c| c.name.to_owned()).collect(),
         })
     }
 

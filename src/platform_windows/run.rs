@@ -417,7 +417,18 @@ pub(crate) fn answer(
             rejection.message,
         );
     }
+    // `[limits]` caps what any caller asks, at every door.
+    let mut capped: Vec<String> = operator
+        .cap_timeout(&mut command, true)
+        .map(|c| c.name.to_owned())
+        .into_iter()
+        .collect();
+    let (max_output_tokens, token_cap) = operator.cap_tokens(max_output_tokens);
+    if let Some(cap) = token_cap {
+        capped.push(cap.name.to_owned());
+    }
     let mut result = run_request(id, command, max_output_tokens, ctx, None, started);
+    result.capped = capped;
     if let Some(note) = tty_note {
         result.stderr.push_str(&format!("agent-reach: {note}\n"));
     }
@@ -435,6 +446,7 @@ pub(crate) fn run_tool(
     let tokens = run.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
     let tool = Some((run.name, run.secrets));
     let mut result = run_request(run.id, run.command, tokens, ctx, tool, started);
+    result.capped = run.capped;
     if let Some(note) = run.tty_note {
         result.stderr.push_str(&format!("agent-reach: {note}\n"));
     }

@@ -650,6 +650,26 @@ def test_mcp_over_http_behind_the_gate():
           f"every interface without a token: exit {done.returncode}, {done.stderr!r}")
 
 
+def test_limits_cap_what_callers_ask():
+    project = tempfile.mkdtemp(prefix="limits-", dir=WORK)
+    config = os.path.join(project, "agent-reach.toml")
+    with open(config, "w") as f:
+        f.write('allow_raw_commands = true\n\n[limits]\nmax_timeout_ms = 60000\n'
+                'max_output_tokens = 2000\n')
+    flags = ["--config", config, "--root", project]
+    request = {"command": ["cmd", "/c", "echo capped"], "timeout_ms": 3600000,
+               "max_output_tokens": 100000}
+    done = wine(["exec", "--json", *flags], stdin=json.dumps(request).encode())
+    result = json.loads(done.stdout)
+    check(result["status"] == "success"
+          and sorted(result["capped"]) == ["max_output_tokens", "max_timeout_ms"], str(result))
+
+    def body(mcp):
+        error, reply = mcp.tool("exec_command", cmd="echo capped", max_output_tokens=100000)
+        check(not error and "Capped: max_output_tokens (asked 100000, limit 2000)" in reply, reply)
+    with_mcp(body, flags)
+
+
 def test_tools_inspects_a_registry_with_windows_paths():
     project = tempfile.mkdtemp(prefix="tools-", dir=WORK)
     os.makedirs(os.path.join(project, "src"))

@@ -74,7 +74,8 @@ impl Listening {
 }
 
 /// Binds every listener (a port in use fails the start), then serves them
-/// until Ctrl-C or Ctrl-Break; every client's processes end with it.
+/// until Ctrl-C; every client's processes end with it (and if the server
+/// is killed instead, its job objects end them: they are kill-on-close).
 pub(super) async fn serve(args: &ServeArgs, listening: Listening, shared: Arc<Shared>) -> i32 {
     let mut bound = Vec::with_capacity(args.listeners.listen.len());
     for spec in &args.listeners.listen {

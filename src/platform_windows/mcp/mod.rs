@@ -175,6 +175,20 @@ struct WindowsServer {
 }
 
 impl WindowsServer {
+    /// How the output is folded: the call's `max_output_tokens` within
+    /// `[limits]`, and the cap's detail when it cut what was asked.
+    fn render_options(&self, args: &Map<String, Value>) -> (RenderOptions, Vec<String>) {
+        let asked = u64_arg(args, "max_output_tokens").map_or(DEFAULT_MAX_OUTPUT_TOKENS, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        });
+        let (tokens, cap) = self.inner.shared.operator.cap_tokens(asked);
+        let opts = RenderOptions {
+            max_output_tokens: tokens,
+            keep_color: false,
+        };
+        (opts, cap.map(|c| c.detail()).into_iter().collect())
+    }
+
     /// A client's server, with no session yet.
     fn new(shared: Arc<Shared>) -> Self {
         Self {
@@ -246,18 +260,17 @@ fn yield_for(args: &Map<String, Value>, default: u64, range: (u64, u64)) -> Dura
     Duration::from_millis(ms)
 }
 
-fn render_options(args: &Map<String, Value>) -> RenderOptions {
-    RenderOptions {
-        max_output_tokens: u64_arg(args, "max_output_tokens")
-            .map_or(DEFAULT_MAX_OUTPUT_TOKENS, |n| n as usize),
-        keep_color: false,
-    }
-}
-
-/// The contract's reply block.
-fn reply(started: Instant, status: &str, original_tokens: u64, output: &str) -> String {
+/// The contract's reply block; `capped` names what `[limits]` cut.
+fn reply(
+    started: Instant,
+    status: &str,
+    capped: &[String],
+    original_tokens: u64,
+    output: &str,
+) -> String {
+    let capped: String = capped.iter().map(|c| format!("Capped: {c}\n")).collect();
     format!(
-        "Wall time: {:.4} seconds\n{status}\nOriginal token count: {original_tokens}\nOutput:\n{output}",
+        "Wall time: {:.4} seconds\n{status}\n{capped}Original token count: {original_tokens}\nOutput:\n{output}",
         started.elapsed().as_secs_f64()
     )
 }
@@ -345,10 +358,16 @@ impl WindowsServer {
                 .map(|()| command)
         })
         .await;
-        let command = match admitted {
+        let mut command = match admitted {
             Ok(command) => command,
             Err(rejection) => return rejected(&rejection),
         };
+        let (opts, mut capped) = self.render_options(&args);
+        capped.extend(
+            operator
+                .cap_timeout(&mut command, false)
+                .map(|c| c.detail()),
+        );
         let spec = match spec_for(command, &self.inner.shared.ctx, true, true) {
             Ok(spec) => spec,
             Err(refusal) => return refused(format!("rejected: {refusal}")),
@@ -357,7 +376,6 @@ impl WindowsServer {
             Ok(execution) => execution,
             Err(err) => return refused(format!("cannot start: {err}")),
         };
-        let opts = render_options(&args);
         let until = Instant::now() + yield_for(&args, EXEC_YIELD_DEFAULT_MS, EXEC_YIELD_RANGE_MS);
         let waiting = execution.clone();
         let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
@@ -378,6 +396,7 @@ impl WindowsServer {
         text(reply(
             started,
             &status,
+            &capped,
             output.original_token_count,
             &output.text,
         ))
@@ -409,7 +428,8 @@ impl WindowsServer {
         let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
             .await
             .unwrap_or(false);
-        let output = execution.take_output(&render_options(&args));
+        let (opts, capped) = self.render_options(&args);
+        let output = execution.take_output(&opts);
         let status = if finished {
             crate::sync::lock(&self.inner.sessions).remove(&id);
             let code = execution
@@ -422,6 +442,7 @@ impl WindowsServer {
         text(reply(
             started,
             &status,
+            &capped,
             output.original_token_count,
             &output.text,
         ))
@@ -438,7 +459,8 @@ impl WindowsServer {
         execution.kill();
         let waiting = execution.clone();
         let _ = tokio::task::spawn_blocking(move || waiting.wait_until(None)).await;
-        let output = execution.take_output(&render_options(&args));
+        let (opts, capped) = self.render_options(&args);
+        let output = execution.take_output(&opts);
         let left = if execution.tree_alive() {
             "; processes of its tree are still alive"
         } else {
@@ -447,6 +469,7 @@ impl WindowsServer {
         text(reply(
             started,
             &format!("Session {id} killed (its whole process tree){left}"),
+            &capped,
             output.original_token_count,
             &output.text,
         ))
