@@ -41,9 +41,10 @@ trap cleanup EXIT
 ( umask 077; echo "envd-test-token-$$" > "$work/token" )
 
 # serve_envd NAME [FLAGS...]: a server on a free loopback port with root
-# $work/NAME/root; prints the port once /health answers.
+# $work/NAME/root; sets $port once /health answers. Called directly, not in
+# $(...): a subshell's `servers+=` would be lost and the server outlive us.
 serve_envd() {
-    local name=$1 port
+    local name=$1
     shift
     mkdir -p "$work/$name/root"
     port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -54,18 +55,17 @@ serve_envd() {
         curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
         sleep 0.1
     done
-    echo "$port"
 }
 
 work=$(realpath "$work")
-port=$(serve_envd open)
+serve_envd open
 echo "== e2b $E2B_VERSION (Python, Sandbox.create(debug=True)) against $bin, envd on 127.0.0.1:$port, no token"
 timeout 300 "$venv/bin/python" tests/envd/sdk_test.py "http://127.0.0.1:$port" "$work/open/root"
-port=$(serve_envd guarded --token-file "$work/token")
+serve_envd guarded --token-file "$work/token"
 echo "== e2b $E2B_VERSION (Python, with the envd access token) against $bin, envd on 127.0.0.1:$port, --token-file"
 timeout 300 "$venv/bin/python" tests/envd/sdk_test.py "http://127.0.0.1:$port" "$work/guarded/root" "$(cat "$work/token")"
 echo "== e2b $E2B_NPM_VERSION (npm, with the envd access token) against $bin, envd on 127.0.0.1:$port, --token-file"
 timeout 300 node tests/envd/sdk_test.mjs "$e2b_js" "http://127.0.0.1:$port" "$work/guarded/root" "$(cat "$work/token")"
-port=$(serve_envd open-js)
+serve_envd open-js
 echo "== e2b $E2B_NPM_VERSION (npm) against $bin, envd on 127.0.0.1:$port, no token"
 timeout 300 node tests/envd/sdk_test.mjs "$e2b_js" "http://127.0.0.1:$port" "$work/open-js/root"
