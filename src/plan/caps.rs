@@ -38,17 +38,12 @@ impl Cap {
 pub(crate) fn cap(request: &Request, limits: LimitSettings) -> (Option<Request>, Vec<Cap>) {
     let mut caps = Vec::new();
     let mut capped = None::<Request>;
-    let timeout_over = match request.timeout_ms {
-        Some(0) => !request.session,
-        Some(ms) => ms > limits.max_timeout_ms,
-        None => false,
-    };
-    if timeout_over {
-        caps.push(Cap {
-            name: MAX_TIMEOUT_MS,
-            asked: request.timeout_ms.filter(|ms| *ms != 0),
-            limit: limits.max_timeout_ms,
-        });
+    let timeout_cap = request.timeout_ms.and_then(|ms| {
+        let asked = (ms != 0).then_some(ms);
+        cap_timeout(asked, !request.session, limits)
+    });
+    if let Some(cap) = timeout_cap {
+        caps.push(cap);
         capped.get_or_insert_with(|| request.clone()).timeout_ms = Some(limits.max_timeout_ms);
     }
     let tokens = request
@@ -67,6 +62,26 @@ pub(crate) fn cap(request: &Request, limits: LimitSettings) -> (Option<Request>,
             .max_output_tokens = Some(limits.max_output_tokens);
     }
     (capped, caps)
+}
+
+/// A timeout asked for (`asked`, in ms; `None`: no timeout at all) within
+/// `limits`: the cap when it cuts it, to `limits.max_timeout_ms`. No
+/// timeout asks for more than any cap where the command runs to its end
+/// (`one_shot`); a live session without one is not a timeout request.
+pub(crate) fn cap_timeout(
+    asked: Option<u64>,
+    one_shot: bool,
+    limits: LimitSettings,
+) -> Option<Cap> {
+    let over = match asked {
+        Some(ms) => ms > limits.max_timeout_ms,
+        None => one_shot,
+    };
+    over.then_some(Cap {
+        name: MAX_TIMEOUT_MS,
+        asked,
+        limit: limits.max_timeout_ms,
+    })
 }
 
 /// An output budget a door handles itself (MCP `write_stdin`) within

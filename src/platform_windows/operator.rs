@@ -16,7 +16,7 @@ use super::run::Command;
 use super::{NO_SANDBOX, conpty};
 use crate::context::ProcessContext;
 use crate::exit_code;
-use crate::plan::caps::{Cap, MAX_TIMEOUT_MS, cap, cap_tokens};
+use crate::plan::caps::{Cap, cap, cap_timeout, cap_tokens};
 use crate::plan::policy::OperatorPolicy;
 use crate::plan::registry_args::{RegistryArgs, exec_exit_code};
 use crate::plan::request::{Malformed, Target};
@@ -140,23 +140,12 @@ impl Operator {
     /// above it, or none at all for a command run to its end (`one_shot`;
     /// a session without one is not a timeout request), gets the cap.
     pub(crate) fn cap_timeout(&self, command: &mut Command, one_shot: bool) -> Option<Cap> {
-        let limit = self.limits().max_timeout_ms;
         let asked = command
             .timeout
             .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
-        let over = match asked {
-            Some(ms) => ms > limit,
-            None => one_shot,
-        };
-        if !over {
-            return None;
-        }
-        command.timeout = Some(std::time::Duration::from_millis(limit));
-        Some(Cap {
-            name: MAX_TIMEOUT_MS,
-            asked,
-            limit,
-        })
+        let cap = cap_timeout(asked, one_shot, self.limits())?;
+        command.timeout = Some(std::time::Duration::from_millis(cap.limit));
+        Some(cap)
     }
 
     /// An output budget asked of a door within `[limits]

@@ -69,7 +69,7 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     }
     // The listeners' auth is settled before anything is served: a listener
     // other machines can reach needs a token or --no-auth (exit 2).
-    let auth = match listener_auth(&args, &ctx) {
+    let auth = match args.listeners.auth(&ctx) {
         Ok(auth) => auth,
         Err(e) => {
             eprintln!("agent-reach serve: {e}");
@@ -123,28 +123,12 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
             return exit_code::FAILURE;
         }
     };
-    // The connection bounds; the timeouts change only for the test suite.
-    let limits = crate::gate::Limits::from_env(args.listeners.max_connections, |name| {
-        ctx.var(name).and_then(|v| v.to_str()).map(str::to_owned)
-    });
+    let limits = args.listeners.limits(&ctx);
     let code = runtime.block_on(serve(config, args, dispatcher, auth, limits));
     runtime.shutdown_timeout(RUNTIME_STOP);
     drop(session);
     drop(watchdog);
     code
-}
-
-/// The token check of the listeners, and the start-up rule for exposure.
-fn listener_auth(
-    args: &ServeArgs,
-    ctx: &ProcessContext,
-) -> Result<listen::Auth, listen::auth::AuthError> {
-    listen::auth::listener_auth(
-        &args.listeners.listen,
-        args.listeners.token_file.as_deref(),
-        args.listeners.no_auth,
-        ctx,
-    )
 }
 
 /// Serves on stdio, or on the listeners named; returns the exit code once

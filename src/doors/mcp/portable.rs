@@ -8,17 +8,18 @@
 //! (`elicitation/create`) with the tool, the command line, the directory
 //! and the risk, and the request runs only when they accept.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    CallToolResult, ContentBlock, ElicitRequestParams, ElicitationAction, ElicitationSchema, Tool,
 };
 use rmcp::service::{ElicitationMode, Peer};
 use serde_json::Value;
 
 use crate::plan::{ApprovalAsk, Rejection};
-use crate::registry::kinds;
+use crate::registry::{Registry, kinds};
 use crate::result::{NormalizedResult, Status};
 
 /// How long a person has to answer before the request is refused.
@@ -98,6 +99,29 @@ pub(crate) async fn ask_person(
             ask.what
         ))),
     }
+}
+
+/// The MCP tools of `registry`'s available tools, each with its model
+/// description and input schema, but those whose names are `taken` (the
+/// built-ins, which agents rely on): each of those is passed to `skipped`.
+pub(crate) fn registry_tools(
+    registry: &Registry,
+    taken: &[&str],
+    mut skipped: impl FnMut(&str),
+) -> Vec<Tool> {
+    let mut tools = Vec::new();
+    for spec in registry.tools() {
+        if taken.contains(&spec.name()) {
+            skipped(spec.name());
+            continue;
+        }
+        tools.push(Tool::new(
+            spec.name().to_owned(),
+            spec.model_description(),
+            Arc::new(spec.mcp_input_schema()),
+        ));
+    }
+    tools
 }
 
 /// A registry tool's normalized result as an MCP tool result: the JSON as

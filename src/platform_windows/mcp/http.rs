@@ -22,7 +22,7 @@ use crate::doors::mcp_http::router::{Endpoint, MCP_PATH, RULES, router};
 use crate::exit_code;
 use crate::gate::{Gate, Limits};
 use crate::serve::listen::Protocol;
-use crate::serve::listen::auth::{Auth, listener_auth};
+use crate::serve::listen::auth::Auth;
 
 /// How long the listeners have to close their connections at the end.
 const STOP_WAIT: Duration = Duration::from_secs(5);
@@ -58,17 +58,11 @@ impl Listening {
                 ),
             ));
         }
-        let auth = listener_auth(
-            &args.listeners.listen,
-            args.listeners.token_file.as_deref(),
-            args.listeners.no_auth,
-            ctx,
-        )
-        .map_err(|err| (exit_code::USAGE, err.to_string()))?;
-        // The timeouts change only for the test suite.
-        let limits = Limits::from_env(args.listeners.max_connections, |name| {
-            ctx.var(name).and_then(|v| v.to_str()).map(str::to_owned)
-        });
+        let auth = args
+            .listeners
+            .auth(ctx)
+            .map_err(|err| (exit_code::USAGE, err.to_string()))?;
+        let limits = args.listeners.limits(ctx);
         Ok(Some(Self { auth, limits }))
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rmcp::model::Tool;
 use serde_json::{Map, Value, json};
 
+use crate::doors::mcp::portable::registry_tools;
 use crate::platform_windows::operator::Operator;
 
 /// What the model is told about running commands on Windows.
@@ -37,20 +38,15 @@ pub(super) fn listed_tools(operator: &Operator) -> Vec<Tool> {
     } else {
         Vec::new()
     };
-    for spec in operator.registry().tools() {
-        if BUILTIN_NAMES.contains(&spec.name()) {
+    tools.extend(registry_tools(
+        operator.registry(),
+        &BUILTIN_NAMES,
+        |name| {
             eprintln!(
-                "agent-reach serve: registry tool {} not served: a built-in tool has its name",
-                spec.name()
+                "agent-reach serve: registry tool {name} not served: a built-in tool has its name"
             );
-            continue;
-        }
-        tools.push(Tool::new(
-            spec.name().to_owned(),
-            spec.model_description(),
-            Arc::new(spec.mcp_input_schema()),
-        ));
-    }
+        },
+    ));
     tools
 }
 

@@ -7,7 +7,10 @@
 use std::path::PathBuf;
 
 use super::ListenSpec;
+use super::auth::{Auth, AuthError, TOKEN_VAR, check_exposure, load_token};
+use crate::context::ProcessContext;
 use crate::doors::mcp_http::router::{DEFAULT_CLIENT_IDLE_TIMEOUT, DEFAULT_MAX_CLIENTS};
+use crate::gate::Limits;
 use crate::gate::conn::DEFAULT_MAX_CONNECTIONS;
 
 /// `--listen`, `--token-file`, `--no-auth`, `--allowed-host`,
@@ -44,4 +47,24 @@ pub(crate) struct ListenArgs {
     /// past it a new connection waits until one closes.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_connections: u32,
+}
+
+impl ListenArgs {
+    /// The listeners' token check (`--token-file`, else `$AGENT_REACH_TOKEN`
+    /// in `ctx`), refused at start where a listener off loopback would have
+    /// none without `--no-auth`.
+    pub(crate) fn auth(&self, ctx: &ProcessContext) -> Result<Auth, AuthError> {
+        let env_token = ctx.var(TOKEN_VAR).and_then(|v| v.to_str());
+        let auth = Auth::new(load_token(self.token_file.as_deref(), env_token)?);
+        check_exposure(&self.listen, &auth, self.no_auth)?;
+        Ok(auth)
+    }
+
+    /// The connection bounds: `--max-connections` with the timeouts, which
+    /// change only for the test suite (through `ctx`'s variables).
+    pub(crate) fn limits(&self, ctx: &ProcessContext) -> Limits {
+        Limits::from_env(self.max_connections, |name| {
+            ctx.var(name).and_then(|v| v.to_str()).map(str::to_owned)
+        })
+    }
 }

@@ -80,21 +80,6 @@ pub(crate) fn load_token(
     }
 }
 
-/// The listeners' token check for a `serve` process (`--token-file`, else
-/// `$AGENT_REACH_TOKEN` in `ctx`), refused at start where a listener off
-/// loopback would have none without `--no-auth`.
-pub(crate) fn listener_auth(
-    specs: &[ListenSpec],
-    token_file: Option<&Path>,
-    no_auth: bool,
-    ctx: &crate::context::ProcessContext,
-) -> Result<Auth, AuthError> {
-    let env_token = ctx.var(TOKEN_VAR).and_then(|v| v.to_str());
-    let auth = Auth::new(load_token(token_file, env_token)?);
-    check_exposure(specs, &auth, no_auth)?;
-    Ok(auth)
-}
-
 /// The start-up rule: a listener off loopback needs a token or `--no-auth`.
 pub(crate) fn check_exposure(
     specs: &[ListenSpec],

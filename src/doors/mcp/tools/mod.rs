@@ -10,8 +10,6 @@ mod list_sessions;
 pub(crate) mod registry;
 mod write_stdin;
 
-use std::sync::Arc;
-
 use rmcp::model::Tool;
 
 pub(crate) const EXEC_COMMAND: &str = "exec_command";
@@ -47,15 +45,6 @@ pub(crate) fn builtin_tools() -> Vec<Tool> {
         kill_session::tool(),
         apply_patch::tool(),
     ]
-}
-
-/// A tool from a name, a description and a raw JSON schema object.
-pub(crate) fn raw_tool(
-    name: String,
-    description: String,
-    schema: serde_json::Map<String, serde_json::Value>,
-) -> Tool {
-    Tool::new(name, description, Arc::new(schema))
 }
 
 #[cfg(test)]

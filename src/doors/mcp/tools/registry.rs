@@ -15,6 +15,7 @@ use rmcp::service::Peer;
 
 use crate::broker::Broker;
 use crate::doors::mcp::approval::PeerApprover;
+use crate::doors::mcp::portable::registry_tools;
 use crate::gate::Caller;
 use crate::plan::Request;
 
@@ -28,21 +29,12 @@ impl RegistryTools {
     /// The available tools of the operator's registry, minus those whose
     /// names are in `taken`.
     pub(crate) fn new(broker: Broker, taken: &[&str]) -> Self {
-        let mut tools = Vec::new();
-        for spec in broker.registry().tools() {
-            if taken.contains(&spec.name()) {
-                tracing::warn!(
-                    tool = spec.name(),
-                    "registry tool not served: a built-in tool has its name"
-                );
-                continue;
-            }
-            tools.push(super::raw_tool(
-                spec.name().to_owned(),
-                spec.model_description(),
-                spec.mcp_input_schema(),
-            ));
-        }
+        let tools = registry_tools(&broker.registry(), taken, |name| {
+            tracing::warn!(
+                tool = name,
+                "registry tool not served: a built-in tool has its name"
+            );
+        });
         Self { broker, tools }
     }
 
