@@ -43,6 +43,7 @@ use crate::doors::mcp::yields::{
     EXEC_YIELD_DEFAULT_MS, EXEC_YIELD_RANGE_MS, POLL_YIELD_DEFAULT_MS, POLL_YIELD_RANGE_MS,
     WRITE_YIELD_DEFAULT_MS, WRITE_YIELD_RANGE_MS,
 };
+use crate::exec::glue::Rendered;
 use crate::exit_code;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
 use crate::plan::files::{FileOp, plan_file};
@@ -377,22 +378,8 @@ impl WindowsServer {
             Err(err) => return refused(format!("cannot start: {err}")),
         };
         let until = Instant::now() + yield_for(&args, EXEC_YIELD_DEFAULT_MS, EXEC_YIELD_RANGE_MS);
-        let waiting = execution.clone();
-        let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
-            .await
-            .unwrap_or(false);
         let note = tty_note.map_or_else(String::new, |n| format!("Note: {n}\n"));
-        let output = execution.take_output(&opts);
-        let status = if finished {
-            let code = execution
-                .exit()
-                .map_or(exit_code::INTERNAL, |e| e.exit_code());
-            format!("{note}Process exited with code {code}")
-        } else {
-            let id = self.next_id();
-            crate::sync::lock(&self.inner.sessions).insert(id, execution);
-            format!("{note}Process running with session ID {id}")
-        };
+        let (status, output) = self.settle(execution, None, until, &opts, &note).await;
         text(reply(
             started,
             &status,
@@ -400,6 +387,42 @@ impl WindowsServer {
             output.original_token_count,
             &output.text,
         ))
+    }
+
+    /// Waits for `execution` until `until` (off the runtime's threads), then
+    /// takes its new output and says how it stands, after `note`: exited
+    /// with its code (leaving the session table), or running as session
+    /// `session` (a new one when `None`).
+    async fn settle(
+        &self,
+        execution: Execution,
+        session: Option<u64>,
+        until: Instant,
+        opts: &RenderOptions,
+        note: &str,
+    ) -> (String, Rendered) {
+        let waiting = execution.clone();
+        let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
+            .await
+            .unwrap_or(false);
+        let output = execution.take_output(opts);
+        let status = if finished {
+            if let Some(id) = session {
+                crate::sync::lock(&self.inner.sessions).remove(&id);
+            }
+            let code = execution
+                .exit()
+                .map_or(exit_code::INTERNAL, |e| e.exit_code());
+            format!("{note}Process exited with code {code}")
+        } else {
+            let id = session.unwrap_or_else(|| {
+                let id = self.next_id();
+                crate::sync::lock(&self.inner.sessions).insert(id, execution);
+                id
+            });
+            format!("{note}Process running with session ID {id}")
+        };
+        (status, output)
     }
 
     async fn write_stdin(&self, args: Map<String, Value>) -> CallToolResponse {
@@ -424,21 +447,8 @@ impl WindowsServer {
             (WRITE_YIELD_DEFAULT_MS, WRITE_YIELD_RANGE_MS)
         };
         let until = Instant::now() + yield_for(&args, default, range);
-        let waiting = execution.clone();
-        let finished = tokio::task::spawn_blocking(move || waiting.wait_until(Some(until)))
-            .await
-            .unwrap_or(false);
         let (opts, capped) = self.render_options(&args);
-        let output = execution.take_output(&opts);
-        let status = if finished {
-            crate::sync::lock(&self.inner.sessions).remove(&id);
-            let code = execution
-                .exit()
-                .map_or(exit_code::INTERNAL, |e| e.exit_code());
-            format!("{note}Process exited with code {code}")
-        } else {
-            format!("{note}Process running with session ID {id}")
-        };
+        let (status, output) = self.settle(execution, Some(id), until, &opts, &note).await;
         text(reply(
             started,
             &status,
