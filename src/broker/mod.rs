@@ -92,8 +92,9 @@ struct Inner {
     dispatcher: Arc<Dispatcher>,
     workspace: Workspace,
     sessions: SessionLedger,
-    /// The server's own environment (what a SWE-ReX shell inherits),
-    /// agent-reach's internals left out.
+    /// The whitelisted base of the server's environment (what a SWE-ReX
+    /// shell or Codex's `inherit: all` gets), agent-reach's internals left
+    /// out.
     env: BTreeMap<OsString, OsString>,
 }
 
@@ -116,13 +117,14 @@ impl Broker {
         sessions: SessionLedger,
         env: &BTreeMap<OsString, OsString>,
     ) -> Self {
-        let env = env
-            .iter()
+        // The whitelisted base, as every door's command gets: never the
+        // server's credentials (OPENAI_API_KEY, DB_PASSWORD, ...).
+        let env = crate::exec::env::whitelisted(env)
+            .into_iter()
             .filter(|(k, _)| {
                 !k.to_string_lossy()
                     .starts_with(crate::plan::RESERVED_ENV_PREFIX)
             })
-            .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let ledger = sessions.clone();
         dispatcher
@@ -321,22 +323,20 @@ impl Broker {
         op: FileOp,
         paths: &[&str],
     ) -> Result<Files, Rejection> {
-        let permit = self
-            .inner
-            .dispatcher
-            .planner()
-            .plan_file(op, paths, Door::Listener)?;
+        let planner = self.inner.dispatcher.planner();
+        let permit = planner.plan_file(op, paths, Door::Listener)?;
         tracing::debug!(caller = %caller, op = op.verb(), "file operation");
-        let writable = self
-            .inner
-            .dispatcher
-            .planner()
+        // Every workspace handed out checks the planner's fence: what the
+        // command's sandbox keeps out of reach, no file operation reaches.
+        let fence = planner.fence();
+        let writable = planner
             .policy()
             .writable_roots
             .iter()
-            .map(|root| Workspace::new(root))
+            .map(|root| Workspace::fenced(root, fence.clone()))
             .collect();
-        Ok(Files::new(permit, self.inner.workspace.clone(), writable))
+        let workspace = self.inner.workspace.with_fence(fence);
+        Ok(Files::new(permit, workspace, writable))
     }
 
     /// A file operation for `caller` on one real path (E2B, Daytona): the

@@ -27,6 +27,24 @@ const LOCALE_VARS: [&str; 3] = ["LC_ALL", "LC_CTYPE", "LANG"];
 /// TERM on a PTY when ours is unset or `dumb`.
 const DEFAULT_PTY_TERM: &str = "xterm-256color";
 
+/// What of `parent` a child starts from: the whitelist and the locale
+/// (`LC_*`), nothing else. Every door's command starts from this, never
+/// from the server's whole environment.
+pub(crate) fn whitelisted(parent: &BTreeMap<OsString, OsString>) -> BTreeMap<OsString, OsString> {
+    let mut env = BTreeMap::new();
+    for name in WHITELIST {
+        if let Some(value) = parent.get(OsStr::new(name)) {
+            env.insert(OsString::from(name), value.clone());
+        }
+    }
+    for (name, value) in parent {
+        if name.to_str().is_some_and(|n| n.starts_with("LC_")) {
+            env.insert(name.clone(), value.clone());
+        }
+    }
+    env
+}
+
 /// Builds the complete environment of a child.
 ///
 /// - `parent`: our environment (PATH already has the session entry first);
@@ -42,19 +60,10 @@ pub fn child_env(
     tty: bool,
     session_tag: &str,
 ) -> BTreeMap<OsString, OsString> {
-    let mut env = BTreeMap::new();
-    let copied = WHITELIST
-        .iter()
-        .copied()
-        .chain(pass.iter().map(String::as_str));
-    for name in copied {
+    let mut env = whitelisted(parent);
+    for name in pass {
         if let Some(value) = parent.get(OsStr::new(name)) {
             env.insert(OsString::from(name), value.clone());
-        }
-    }
-    for (name, value) in parent {
-        if name.to_str().is_some_and(|n| n.starts_with("LC_")) {
-            env.insert(name.clone(), value.clone());
         }
     }
     env.entry("PATH".into())

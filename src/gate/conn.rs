@@ -148,7 +148,7 @@ pub(crate) async fn serve<S>(
             service: service.clone(),
             limits: limits.clone(),
             shutdown: shutdown.clone(),
-            _permit: permit,
+            permit,
         };
         tokio::spawn(async move {
             connection.run(stream, peer).await;
@@ -174,8 +174,8 @@ struct Connection<S> {
     service: S,
     limits: Limits,
     shutdown: CancellationToken,
-    /// Its place under `--max-connections`, freed when it ends.
-    _permit: OwnedSemaphorePermit,
+    /// Its place under `--max-connections`, handed to its socket.
+    permit: OwnedSemaphorePermit,
 }
 
 impl<S> Connection<S>
@@ -191,6 +191,7 @@ where
         let io = TokioIo::new(Watched {
             inner: stream,
             activity: activity.clone(),
+            _permit: self.permit,
         });
         let service = self.service;
         let tracking = activity.clone();
@@ -420,6 +421,10 @@ impl http_body::Body for ReadToEnd {
 struct Watched {
     inner: TcpStream,
     activity: Arc<Activity>,
+    /// Its place under `--max-connections`: held by the socket itself, so
+    /// a connection upgraded to a WebSocket (which outlives the HTTP
+    /// connection's task) counts until the socket closes.
+    _permit: OwnedSemaphorePermit,
 }
 
 impl AsyncRead for Watched {

@@ -72,7 +72,7 @@ where
     fn call(&mut self, request: Request<Body>) -> Answer {
         match admit(&self.gate, request) {
             Ok((request, None)) => Box::pin(self.inner.call(request)),
-            Ok((request, Some(over))) => {
+            Ok((request, Some((over, limit)))) => {
                 let answer = self.inner.call(request);
                 let gate = self.gate.clone();
                 Box::pin(async move {
@@ -80,7 +80,6 @@ where
                     if !over.load(Ordering::Acquire) {
                         return Ok(response);
                     }
-                    let limit = gate.rules().body_limit;
                     let refusal = Refusal::TooLarge {
                         length: u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1),
                         limit,
@@ -97,12 +96,16 @@ where
     }
 }
 
+/// A body without a length, counted as it comes: the flag it raises past
+/// its limit, and that limit.
+type Streamed = (Arc<AtomicBool>, usize);
+
 /// `request` admitted, with its caller and its body bounded (and the flag
 /// its body raises if it grows over the limit); or why not.
 fn admit(
     gate: &Gate,
     request: Request<Body>,
-) -> Result<(Request<Body>, Option<Arc<AtomicBool>>), Refusal> {
+) -> Result<(Request<Body>, Option<Streamed>), Refusal> {
     let more_body = !request.body().is_end_stream();
     let digest = gate
         .check(
@@ -132,12 +135,13 @@ fn admit(
     // hyper holds it to that length); one without is counted as it comes.
     if more_body && !request.headers().contains_key(header::CONTENT_LENGTH) {
         let over = Arc::new(AtomicBool::new(false));
+        let limit = gate.body_limit(request.headers());
         let capped = Capped {
-            left: gate.rules().body_limit,
+            left: limit,
             over: over.clone(),
         };
         let request = request.map(|inner| Body::new(capped.around(inner)));
-        return Ok((request, Some(over)));
+        return Ok((request, Some((over, limit))));
     }
     Ok((request, None))
 }

@@ -41,6 +41,9 @@ use auth::{Auth, Credential};
 /// The largest request body any listener reads (an upload included),
 /// unless its door declares less.
 pub(crate) const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
+/// The largest JSON body any door reads: JSON is parsed whole in memory,
+/// so past this it is refused with 413 whatever the door's own limit.
+pub(crate) const MAX_JSON_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// The body types every HTTP door may parse; a door's client that sends
 /// another one declares it in [`DoorRules::extra_types`].
@@ -89,6 +92,9 @@ impl DoorRules {
 #[derive(Debug, Clone)]
 pub(crate) struct Gate {
     hosts: Arc<Vec<String>>,
+    /// The port the listener is bound to: without a token, a browser page
+    /// is let in only from the listener's own origin.
+    port: u16,
     auth: Auth,
     rules: DoorRules,
 }
@@ -174,6 +180,7 @@ impl Gate {
         };
         Self {
             hosts: Arc::new(hosts::allowed_hosts(local, &interfaces, extra_hosts)),
+            port: local.port(),
             auth,
             rules,
         }
@@ -205,7 +212,12 @@ impl Gate {
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = String::from_utf8_lossy(origin.as_bytes()).into_owned();
-            let allowed = origin_authority(&origin).is_some_and(|a| self.names_us(a));
+            // With a token, a page must also hold it; without one, only a
+            // page this listener served itself may call it (another local
+            // port is another site).
+            let allowed = origin_authority(&origin).is_some_and(|(authority, port)| {
+                self.names_us(authority) && (self.auth.is_required() || port == self.port)
+            });
             if !allowed {
                 return Err(Refusal::Origin(origin));
             }
@@ -217,15 +229,29 @@ impl Gate {
         {
             self.check_type(headers)?;
         }
+        let limit = self.body_limit(headers);
         if let Some(length) = length
-            && length > self.rules.body_limit as u64
+            && length > limit as u64
         {
-            return Err(Refusal::TooLarge {
-                length,
-                limit: self.rules.body_limit,
-            });
+            return Err(Refusal::TooLarge { length, limit });
         }
         Ok(digest)
+    }
+
+    /// The most body bytes a request with `headers` may send: the door's
+    /// limit, and [`MAX_JSON_BODY_BYTES`] for a JSON body.
+    pub(crate) fn body_limit(&self, headers: &HeaderMap) -> usize {
+        let essence = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        if essence == "application/json" || essence.ends_with("+json") {
+            self.rules.body_limit.min(MAX_JSON_BODY_BYTES)
+        } else {
+            self.rules.body_limit
+        }
     }
 
     /// The token check: none on a public route or without a token.
@@ -303,6 +329,16 @@ pub(crate) async fn serve(
     conn::serve(listener, service, limits, shutdown).await;
 }
 
+/// Whether `authority` (a `Host` header) names this machine's loopback:
+/// `localhost` or a loopback address, any port (what a loopback-only
+/// listener such as `--metrics-addr` answers to; a DNS-rebinding page
+/// sends its own name).
+pub(crate) fn names_loopback(authority: &str) -> bool {
+    let host = host_of(authority.trim());
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The host part of `host`, `host:port`, `[v6]` or `[v6]:port`.
 fn host_of(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
@@ -318,12 +354,24 @@ fn host_of(authority: &str) -> &str {
 }
 
 /// `host[:port]` of an `Origin` (`scheme://host[:port]`); `None` for `null`.
-fn origin_authority(origin: &str) -> Option<&str> {
+fn origin_authority(origin: &str) -> Option<(&str, u16)> {
     let (scheme, rest) = origin.split_once("://")?;
-    if !matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https") {
-        return None;
-    }
-    Some(rest.trim_end_matches('/'))
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    let authority = rest.trim_end_matches('/');
+    let port = if let Some(bracketed) = authority.strip_prefix('[') {
+        bracketed.split_once("]:").map(|(_, port)| port)
+    } else {
+        authority.rsplit_once(':').map(|(_, port)| port)
+    };
+    let port = match port {
+        Some(port) => port.parse().ok()?,
+        None => default_port,
+    };
+    Some((authority, port))
 }
 
 /// The request's `Content-Length`, if it gives one.

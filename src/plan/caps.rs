@@ -107,6 +107,7 @@ mod tests {
             pids: 10,
             max_timeout_ms: 60_000,
             max_output_tokens: 20_000,
+            ..LimitSettings::default()
         }
     }
 

@@ -31,6 +31,7 @@ pub(crate) mod caps;
 pub(crate) mod command;
 mod decision;
 pub(crate) mod dispatcher;
+mod fence;
 pub(crate) mod files;
 pub(crate) mod policy;
 pub(crate) mod registry_args;
@@ -141,6 +142,28 @@ pub(crate) const RESERVED_ENV_PREFIX: &str = "AGENT_REACH_";
 /// finds escapees, the wrapper's hand-over. Refused as `invalid_params`,
 /// naming them.
 fn check_reserved_env(request: &Request) -> Result<(), Rejection> {
+    // A NUL ends a C string: past it, a value would smuggle a second
+    // variable (`OK=a\0AGENT_REACH_DEPTH=9`) past this check; `=` in a
+    // name would do the same.
+    let malformed = request.env.iter().find(|(name, value)| {
+        let (name, value) = (name.as_encoded_bytes(), value.as_encoded_bytes());
+        name.is_empty() || name.contains(&0) || name.contains(&b'=') || value.contains(&0)
+    });
+    if let Some((name, _)) = malformed {
+        return Err(Rejection::rejected(
+            kinds::INVALID_PARAMS,
+            format!(
+                "the request's environment variable {:?} is malformed: a name must be non-empty without `=` or NUL, and a value may not hold a NUL byte",
+                name.to_string_lossy()
+            ),
+        ));
+    }
+    if let Some(name) = request.pass_env.iter().find(|n| n.contains('\0')) {
+        return Err(Rejection::rejected(
+            kinds::INVALID_PARAMS,
+            format!("the variable name {name:?} holds a NUL byte"),
+        ));
+    }
     let mut reserved: Vec<String> = request
         .env
         .iter()
@@ -187,6 +210,8 @@ pub(crate) struct Planner {
     config: PlannerConfig,
     secrets: SecretStore,
     all_secrets: Vec<(String, Vec<u8>)>,
+    /// What no file operation may touch: the rule list of its sandbox.
+    fence: Arc<crate::workspace::Fence>,
 }
 
 impl std::fmt::Debug for Planner {
@@ -208,12 +233,14 @@ impl Planner {
         let policy = OperatorPolicy::from_settings(&registry.settings, &registry.root)
             .with_sandbox_override(sandbox_override);
         let all_secrets = secrets.all();
+        let fence = Arc::new(fence::fence(&policy, &config.home, &config.hidden_paths));
         Self {
             registry: Some(registry),
             policy,
             config,
             secrets,
             all_secrets,
+            fence,
         }
     }
 
@@ -225,6 +252,8 @@ impl Planner {
             config,
             secrets: SecretStore::default(),
             all_secrets: Vec::new(),
+            // `run` does no file operation of its own.
+            fence: Arc::default(),
         }
     }
 
@@ -304,5 +333,12 @@ impl Planner {
         door: Door,
     ) -> Result<FilePermit, Rejection> {
         files::plan_file(&self.policy, op, paths, door)
+    }
+
+    /// What no file operation may touch (the state directory, a read-only
+    /// `.git`, the token and secrets files): the list its sandbox keeps
+    /// from commands.
+    pub(crate) fn fence(&self) -> Arc<crate::workspace::Fence> {
+        self.fence.clone()
     }
 }

@@ -73,7 +73,23 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()>
     let line = String::from_utf8_lossy(line);
     let mut words = line.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let host = String::from_utf8_lossy(&request)
+        .lines()
+        .skip(1)
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(name, _)| name.trim().eq_ignore_ascii_case("host"))
+                .map(|(_, value)| value.trim().to_owned())
+        });
+    // As at the doors, a request without a Host (HTTP/1.0) is no browser's.
+    let foreign = host.is_some_and(|h| !crate::gate::names_loopback(&h));
     let (status, content_type, body) = match (method, path) {
+        _ if foreign => (
+            "403 Forbidden",
+            "text/plain",
+            "the Host header must name this machine's loopback (localhost, 127.0.0.1, [::1])\n"
+                .to_owned(),
+        ),
         ("GET", "/metrics") | ("GET", "/") => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
@@ -121,13 +137,23 @@ mod tests {
         let server = tokio::spawn(serve_listener(listener, metrics));
         let mut stream = TcpStream::connect(addr).await.unwrap();
         stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             .await
             .unwrap();
         let mut reply = String::new();
         stream.read_to_string(&mut reply).await.unwrap();
         assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
         assert!(reply.contains("agent_reach_tool_runs_total{tool=\"t\"} 1"));
+        // A page that rebinds its own name to 127.0.0.1 sends that name.
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: evil.example:9090\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).await.unwrap();
+        assert!(reply.starts_with("HTTP/1.1 403"), "{reply}");
+        assert!(!reply.contains("agent_reach_tool_runs_total"), "{reply}");
         server.abort();
     }
 }

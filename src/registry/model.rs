@@ -208,6 +208,9 @@ pub(crate) struct SandboxSettings {
 pub(crate) use crate::exec::DEFAULT_PIDS_LIMIT;
 /// The longest timeout a caller may ask for (`[limits] max_timeout_ms`).
 pub(crate) const DEFAULT_MAX_TIMEOUT_MS: u64 = 3_600_000;
+/// The most entries one directory walk of a file route visits
+/// (`[limits] max_walk_entries`).
+pub(crate) const DEFAULT_MAX_WALK_ENTRIES: usize = 10_000;
 /// A tool without `timeout` is killed after this long.
 pub(crate) const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 /// The largest output budget a caller may ask for (`[limits] max_output_tokens`).
@@ -222,6 +225,11 @@ pub(crate) struct LimitSettings {
     pub(crate) max_timeout_ms: u64,
     /// A caller's output budget is capped to this.
     pub(crate) max_output_tokens: usize,
+    /// A directory walk of a file route stops after this many entries.
+    pub(crate) max_walk_entries: usize,
+    /// The operator's registry set `max_timeout_ms` itself: a long-lived
+    /// process started without a timeout gets it as its deadline.
+    pub(crate) timeout_set: bool,
 }
 
 impl Default for LimitSettings {
@@ -230,6 +238,8 @@ impl Default for LimitSettings {
             pids: DEFAULT_PIDS_LIMIT,
             max_timeout_ms: DEFAULT_MAX_TIMEOUT_MS,
             max_output_tokens: DEFAULT_MAX_OUTPUT_TOKENS_LIMIT,
+            max_walk_entries: DEFAULT_MAX_WALK_ENTRIES,
+            timeout_set: false,
         }
     }
 }
@@ -240,6 +250,7 @@ pub(crate) struct LimitOverrides {
     pub(crate) pids: Option<u64>,
     pub(crate) max_timeout_ms: Option<u64>,
     pub(crate) max_output_tokens: Option<usize>,
+    pub(crate) max_walk_entries: Option<usize>,
 }
 
 impl LimitSettings {
@@ -251,6 +262,8 @@ impl LimitSettings {
             max_output_tokens: overrides
                 .max_output_tokens
                 .unwrap_or(self.max_output_tokens),
+            max_walk_entries: overrides.max_walk_entries.unwrap_or(self.max_walk_entries),
+            timeout_set: self.timeout_set || overrides.max_timeout_ms.is_some(),
         }
     }
 }

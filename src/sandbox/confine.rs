@@ -267,33 +267,8 @@ fn build_plan(
             }
         })
         .collect();
-    let mut protected = Vec::new();
-    for root in &roots {
-        protected.extend(fs_plan::protected_paths_for_root(
-            root,
-            &rules,
-            |path| {
-                std::fs::symlink_metadata(path)
-                    .ok()
-                    .map(|meta| meta.file_type().is_file())
-            },
-            |path| std::fs::read_to_string(path).ok(),
-            |path| path.canonicalize().ok(),
-        ));
-    }
-    // agent-reach's own state (the session PATH links to apply_patch and
-    // friends, which the agent runs unconfined) must not be replaceable
-    // from inside, even when it lives under /tmp.
-    if let Ok(home) = ctx.agent_reach_home().canonicalize() {
-        protected.push(home);
-    }
-    // Only protected paths inside a writable root need protecting; Landlock
-    // already keeps everything else read-only.
-    protected.retain(|path| {
-        !explicit_roots.contains(path) && roots.iter().any(|root| path.starts_with(root))
-    });
-    protected.sort();
-    protected.dedup();
+    let home = ctx.agent_reach_home();
+    let protected = fs_plan::read_only_within(&roots, &explicit_roots, Some(&home), &rules);
     let whole_roots = fs_plan::split_writable(&roots, &explicit_roots, &[], fs_plan::list_dir);
     let mounted = rules.read_only_mounts.wanted(!protected.is_empty())
         && read_only_mounts::isolate(

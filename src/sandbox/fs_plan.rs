@@ -177,6 +177,47 @@ pub fn protected_paths_for_root(
     protected
 }
 
+/// The one list of what stays read-only inside the writable `roots`: each
+/// root's protected names (and their `gitdir:` targets) and agent-reach's
+/// own state directory `home`, keeping only what lies inside a root and is
+/// not itself named an `explicit` writable root. The sandbox wrapper keeps
+/// these read-only for a command; the broker keeps them from every file
+/// operation (`workspace::Fence`). Read from the real filesystem.
+pub fn read_only_within(
+    roots: &[PathBuf],
+    explicit: &[PathBuf],
+    home: Option<&Path>,
+    rules: &RuleFile,
+) -> Vec<PathBuf> {
+    let mut protected = Vec::new();
+    for root in roots {
+        protected.extend(protected_paths_for_root(
+            root,
+            rules,
+            |path| {
+                std::fs::symlink_metadata(path)
+                    .ok()
+                    .map(|meta| meta.file_type().is_file())
+            },
+            |path| std::fs::read_to_string(path).ok(),
+            |path| path.canonicalize().ok(),
+        ));
+    }
+    // agent-reach's own state (the session PATH links to apply_patch and
+    // friends, which the agent runs unconfined) must not be replaceable
+    // from inside, even when it lives under /tmp.
+    if let Some(home) = home.and_then(|home| home.canonicalize().ok()) {
+        protected.push(home);
+    }
+    // Only protected paths inside a writable root need protecting; the rest
+    // is read-only anyway.
+    protected
+        .retain(|path| !explicit.contains(path) && roots.iter().any(|root| path.starts_with(root)));
+    protected.sort();
+    protected.dedup();
+    protected
+}
+
 /// Reads one directory for [`split_writable`], from the real filesystem.
 pub fn list_dir(dir: &Path) -> std::io::Result<Vec<(PathBuf, EntryKind)>> {
     let mut entries = Vec::new();

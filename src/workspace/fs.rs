@@ -18,7 +18,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
-use super::{Target, Workspace, WorkspaceError, beneath};
+use super::{Access, Target, Workspace, WorkspaceError, beneath};
 
 /// The mode of a directory made for a write's parents.
 pub(super) const NEW_DIR_MODE: u32 = 0o755;
@@ -41,6 +41,9 @@ pub(crate) struct Entry {
     pub(crate) modified: SystemTime,
     /// The permission bits.
     pub(crate) mode: u32,
+    /// The entry is a link (to what `kind` says): a walk never descends
+    /// through it.
+    pub(crate) link: bool,
 }
 
 /// What a path is, without following a final link.
@@ -120,15 +123,19 @@ pub(super) fn modified_of(stat: &FileStat) -> SystemTime {
 }
 
 impl Workspace {
-    /// Opens `target` beneath the root with `flags` (links inside followed).
+    /// Opens `target` beneath the root with `flags` (links inside followed),
+    /// for `access` as the fence allows it.
     pub(super) fn open_target(
         &self,
         target: &Target,
         flags: OFlag,
+        access: Access,
     ) -> Result<OwnedFd, WorkspaceError> {
         let root = self.open_root()?;
-        beneath::open_beneath(root.as_fd(), &target.rel, flags)
-            .map_err(|e| WorkspaceError::from_errno(&target.shown, e))
+        let fd = beneath::open_beneath(root.as_fd(), &target.rel, flags)
+            .map_err(|e| WorkspaceError::from_errno(&target.shown, e))?;
+        self.fence.check_fd(fd.as_fd(), &target.shown, access)?;
+        Ok(fd)
     }
 
     /// Opens the directory `rel` beneath the root; with `create`, missing
@@ -140,30 +147,51 @@ impl Workspace {
         shown: &str,
     ) -> Result<OwnedFd, WorkspaceError> {
         let root = self.open_root()?;
-        let opened = if create {
-            beneath::open_or_make_dir(root.as_fd(), rel, NEW_DIR_MODE)
-        } else {
-            beneath::open_beneath(root.as_fd(), rel, beneath::dir_flags())
-        };
-        opened.map_err(|e| match e {
+        let error = |e| match e {
             Errno::ENOTDIR if create => WorkspaceError::Invalid {
                 path: shown.to_owned(),
                 why: "a parent of the path is a file".to_owned(),
             },
             e => WorkspaceError::from_errno(shown, e),
-        })
+        };
+        let opened = match beneath::open_beneath(root.as_fd(), rel, beneath::dir_flags()) {
+            Err(Errno::ENOENT) if create => {
+                // What would be made is checked before anything is.
+                let (deepest, depth) =
+                    beneath::deepest_existing(root.as_fd(), rel, beneath::dir_flags())
+                        .map_err(error)?;
+                let mut made =
+                    beneath::path_of(deepest.as_fd()).map_err(|source| WorkspaceError::Io {
+                        path: shown.to_owned(),
+                        source,
+                    })?;
+                made.extend(beneath::missing_names(rel, depth).map_err(error)?);
+                if !self.fence.allows(&made, Access::Write) {
+                    return Err(WorkspaceError::Protected {
+                        path: shown.to_owned(),
+                    });
+                }
+                beneath::open_or_make_dir(root.as_fd(), rel, NEW_DIR_MODE)
+            }
+            other => other,
+        };
+        let dir = opened.map_err(error)?;
+        self.fence.check_fd(dir.as_fd(), shown, Access::Read)?;
+        Ok(dir)
     }
 
     /// What `target` is (a final link is reported as [`Node::Other`]).
     pub(crate) fn node(&self, target: &Target) -> Result<Node, WorkspaceError> {
         let shown = target.shown.as_str();
         let Some((parent, name)) = target.split() else {
-            let dir = self.open_target(target, OFlag::O_PATH)?;
+            let dir = self.open_target(target, OFlag::O_PATH, Access::Read)?;
             return fstat(&dir)
                 .map(|s| node_of(&s))
                 .map_err(|e| WorkspaceError::from_errno(shown, e));
         };
         let dir = self.open_dir(parent, false, shown)?;
+        self.fence
+            .check_child(dir.as_fd(), &name, shown, Access::Read)?;
         fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
             .map(|s| node_of(&s))
             .map_err(|e| WorkspaceError::from_errno(shown, e))
@@ -178,7 +206,7 @@ impl Workspace {
         let shown = target.shown.as_str();
         // O_NONBLOCK: a FIFO planted here must not hang the reader; it has
         // no effect on a regular file.
-        let fd = self.open_target(target, OFlag::O_RDONLY | OFlag::O_NONBLOCK)?;
+        let fd = self.open_target(target, OFlag::O_RDONLY | OFlag::O_NONBLOCK, Access::Read)?;
         let stat = fstat(&fd).map_err(|e| WorkspaceError::from_errno(shown, e))?;
         match node_of(&stat) {
             Node::File { size } => Ok((std::fs::File::from(fd), size, modified_of(&stat))),
@@ -198,6 +226,7 @@ impl Workspace {
     pub(crate) fn list(&self, target: &Target) -> Result<Vec<Entry>, WorkspaceError> {
         let shown = target.shown.as_str();
         let fd = self.open_dir(&target.rel, false, shown)?;
+        let here = beneath::path_of(fd.as_fd()).unwrap_or_default();
         let root = self.open_root()?;
         let mut dir =
             nix::dir::Dir::from_fd(fd).map_err(|e| WorkspaceError::from_errno(shown, e))?;
@@ -212,7 +241,14 @@ impl Workspace {
             let Ok(mut stat) = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
                 continue;
             };
-            if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK {
+            if self
+                .fence
+                .hides_child(&here, &name, (stat.st_dev, stat.st_ino))
+            {
+                continue;
+            }
+            let link = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK;
+            if link {
                 // What the link names, resolved beneath the root like any
                 // path: a link out is left out.
                 let linked = target.rel.join(&name);
@@ -221,6 +257,12 @@ impl Workspace {
                 else {
                     continue;
                 };
+                if self
+                    .fence
+                    .hides_child(&here, &name, (found.st_dev, found.st_ino))
+                {
+                    continue;
+                }
                 stat = found;
             }
             let kind = match node_of(&stat) {
@@ -234,6 +276,7 @@ impl Workspace {
                 kind,
                 modified: modified_of(&stat),
                 mode: stat.st_mode & 0o7777,
+                link,
             });
         }
         entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -254,6 +297,8 @@ impl Workspace {
             });
         };
         let dir = self.open_dir(parent, true, shown)?;
+        self.fence
+            .check_child(dir.as_fd(), &name, shown, Access::Write)?;
         if let Ok(stat) = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
             && node_of(&stat) == Node::Directory
         {
@@ -303,10 +348,13 @@ impl Workspace {
             if !recursive {
                 return Err(WorkspaceError::Root);
             }
+            self.fence.check_fd(dir.as_fd(), shown, Access::Destroy)?;
             return clear_dir(&dir).map_err(errno);
         };
         let dir = self.open_dir(parent, false, shown)?;
         let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(errno)?;
+        self.fence
+            .check_child(dir.as_fd(), &name, shown, Access::Destroy)?;
         if node_of(&stat) != Node::Directory {
             return unlinkat(&dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir).map_err(errno);
         }

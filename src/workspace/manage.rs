@@ -5,7 +5,7 @@
 //! handle (`mkdirat`, `renameat`, `fstatat`, `readlinkat`, `fchmod`). The envd door
 //! asks for them through the broker (`MakeDir`, `Move`, `Stat`).
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::SystemTime;
 
 use nix::errno::Errno;
@@ -13,7 +13,7 @@ use nix::fcntl::{AtFlags, OFlag, readlinkat, renameat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fchmod, fstat, fstatat, mkdirat};
 
 use super::fs::{NEW_DIR_MODE, modified_of};
-use super::{Target, Workspace, WorkspaceError};
+use super::{Access, Target, Workspace, WorkspaceError};
 
 /// What an entry is, a link not followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,10 +67,12 @@ impl Workspace {
         let shown = target.shown.as_str();
         let errno = |e| WorkspaceError::from_errno(shown, e);
         let Some((parent, name)) = target.split() else {
-            let dir = self.open_target(target, OFlag::O_PATH)?;
+            let dir = self.open_target(target, OFlag::O_PATH, Access::Read)?;
             return fstat(&dir).map(|s| entry_stat(&s, None)).map_err(errno);
         };
         let dir = self.open_dir(parent, false, shown)?;
+        self.fence
+            .check_child(dir.as_fd(), &name, shown, Access::Read)?;
         let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(errno)?;
         let link = (kind_of(&stat) == StatKind::Symlink)
             .then(|| readlinkat(&dir, name.as_os_str()).ok())
@@ -88,6 +90,8 @@ impl Workspace {
             return Ok(false);
         };
         let dir: OwnedFd = self.open_dir(parent, true, shown)?;
+        self.fence
+            .check_child(dir.as_fd(), &name, shown, Access::Write)?;
         match mkdirat(
             &dir,
             name.as_os_str(),
@@ -116,6 +120,7 @@ impl Workspace {
         let fd = self.open_target(
             target,
             OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Access::Write,
         )?;
         fchmod(&fd, Mode::from_bits_truncate(mode & 0o7777))
             .map_err(|e| WorkspaceError::from_errno(&target.shown, e))
@@ -139,7 +144,11 @@ impl Workspace {
             AtFlags::AT_SYMLINK_NOFOLLOW,
         )
         .map_err(|e| WorkspaceError::from_errno(&from.shown, e))?;
+        self.fence
+            .check_child(from_dir.as_fd(), &from_name, &from.shown, Access::Destroy)?;
         let to_dir = self.open_dir(to_parent, true, &to.shown)?;
+        self.fence
+            .check_child(to_dir.as_fd(), &to_name, &to.shown, Access::Destroy)?;
         renameat(
             &from_dir,
             from_name.as_os_str(),

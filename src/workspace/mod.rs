@@ -20,9 +20,11 @@
 //! be handed on as text is located with [`locate`].
 
 pub(crate) mod beneath;
+pub(crate) mod fence;
 pub(crate) mod fs;
 pub(crate) mod manage;
 pub(crate) mod upload;
+pub(crate) mod walk;
 pub(crate) mod watch;
 
 pub(crate) mod locate;
@@ -35,6 +37,7 @@ use std::sync::Arc;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 
+pub(crate) use fence::{Access, Fence};
 pub(crate) use fs::{Entry, EntryKind};
 pub(crate) use locate::locate;
 
@@ -54,6 +57,12 @@ pub(crate) enum WorkspaceError {
     Root,
     #[error("path {path:?}: permission denied")]
     Denied { path: String },
+    /// A path the one rule list keeps from every file operation (the state
+    /// directory, a read-only `.git`, the token or secrets file).
+    #[error(
+        "path {path:?} is protected: agent-reach's state, a read-only .git, the token or the secrets file are out of reach of file operations"
+    )]
+    Protected { path: String },
     #[error("path {path:?} is not usable: {why}")]
     Invalid { path: String, why: String },
     #[error("path {path:?}: {source}")]
@@ -114,14 +123,30 @@ impl Target {
 #[derive(Debug, Clone)]
 pub(crate) struct Workspace {
     root: Arc<PathBuf>,
+    /// What no operation may touch ([`fence`]).
+    fence: Arc<Fence>,
 }
 
 impl Workspace {
     /// The workspace at `root` (resolved now; as given if it cannot be).
     pub(crate) fn new(root: &Path) -> Self {
+        Self::fenced(root, Arc::new(Fence::default()))
+    }
+
+    /// The workspace at `root` whose every operation `fence` checks.
+    pub(crate) fn fenced(root: &Path, fence: Arc<Fence>) -> Self {
         let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         Self {
             root: Arc::new(root),
+            fence,
+        }
+    }
+
+    /// The same root, checked against `fence`.
+    pub(crate) fn with_fence(&self, fence: Arc<Fence>) -> Self {
+        Self {
+            root: self.root.clone(),
+            fence,
         }
     }
 

@@ -84,6 +84,8 @@ pub(crate) struct DirWatch {
     /// Each watched directory, relative to the watched one.
     dirs: HashMap<WatchDescriptor, PathBuf>,
     recursive: bool,
+    /// The server's fence: sealed directories are not watched.
+    fence: std::sync::Arc<super::Fence>,
     overflows: u64,
     unwatched: u64,
 }
@@ -103,6 +105,8 @@ impl Workspace {
         let root = self.open_root()?;
         let top = beneath::open_beneath(root.as_fd(), &target.rel, OFlag::O_PATH)
             .map_err(|e| WorkspaceError::from_errno(shown, e))?;
+        self.fence
+            .check_fd(top.as_fd(), shown, super::Access::Read)?;
         let stat = fstat(top.as_fd()).map_err(|e| WorkspaceError::from_errno(shown, e))?;
         if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
             return Err(WorkspaceError::Invalid {
@@ -127,6 +131,7 @@ impl Workspace {
             top,
             dirs: HashMap::new(),
             recursive,
+            fence: self.fence.clone(),
             overflows: 0,
             unwatched: 0,
         };
@@ -231,6 +236,10 @@ impl DirWatch {
             // Not a directory, a link, or gone meanwhile.
             return;
         };
+        if beneath::path_of(sub.as_fd()).is_ok_and(|path| self.fence.seals(&path)) {
+            // agent-reach's own state is not watched for anyone.
+            return;
+        }
         if self.add(sub.as_fd(), rel.to_path_buf()).is_err() {
             self.unwatched += 1;
             return;

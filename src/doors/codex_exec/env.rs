@@ -1,6 +1,6 @@
 //! A process's environment as Codex's `envPolicy` describes it, on top of
-//! agent-reach's own rules: `inherit: all` passes the server's environment
-//! (agent-reach's internals never), `core` the engine's short list, `none`
+//! agent-reach's own rules: `inherit: all` passes the whitelisted base of
+//! the server's environment (never the rest, nor agent-reach's internals), `core` the engine's short list, `none`
 //! nothing; names matching `exclude` (and, unless `ignoreDefaultExcludes`,
 //! anything with `KEY`, `SECRET` or `TOKEN` in it) are left out, and with
 //! `includeOnly` only matching names are kept; then `set`, then the

@@ -239,9 +239,10 @@ fn millis(time: SystemTime) -> i64 {
 pub(crate) fn fs_error(err: &WorkspaceError) -> RpcError {
     let code = match err {
         WorkspaceError::NotFound { .. } => codes::NOT_FOUND,
-        WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. } | WorkspaceError::Root => {
-            codes::INVALID_REQUEST
-        }
+        WorkspaceError::Escapes { .. }
+        | WorkspaceError::Denied { .. }
+        | WorkspaceError::Protected { .. }
+        | WorkspaceError::Root => codes::INVALID_REQUEST,
         WorkspaceError::IsDirectory { .. }
         | WorkspaceError::NotEmpty { .. }
         | WorkspaceError::Invalid { .. } => codes::INVALID_PARAMS,

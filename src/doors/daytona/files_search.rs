@@ -10,8 +10,10 @@
 //! - `POST /files/replace {files, pattern, newValue}`: every `pattern` in
 //!   each file replaced, `[{file, success, error?}]`.
 //!
-//! The walk follows no link out of the root (the workspace resolves each
-//! step beneath it) and stops at [`MAX_WALK_ENTRIES`] entries.
+//! The walk is the workspace's ([`Workspace::walk`]): no link to a
+//! directory followed, nothing the fence seals, at most `[limits]
+//! max_walk_entries` entries (past that, an error naming the cap); `find`
+//! answers at most [`MAX_FIND_BYTES`] of matching lines.
 
 use std::io::Read;
 
@@ -20,15 +22,13 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::files::{join, permit};
+use super::files::permit;
 use super::{ApiError, DaytonaState};
 use crate::gate::Caller;
 use crate::plan::FileOp;
 use crate::workspace::upload::blocking;
 use crate::workspace::{EntryKind, Workspace, WorkspaceError};
 
-/// The most entries one walk visits.
-pub(crate) const MAX_WALK_ENTRIES: usize = 100_000;
 /// The bytes looked at for a NUL to call a file binary (Daytona's).
 const BINARY_SNIFF: usize = 512;
 /// The largest file `find` and `replace` read.
@@ -49,46 +49,30 @@ fn both(query: PatternQuery) -> Result<(String, String), ApiError> {
 }
 
 /// Every entry beneath `rel` (itself first), relative to the root, with
-/// its kind: directories before what they hold.
-fn walk(ws: &Workspace, rel: &str) -> Result<Vec<(String, EntryKind)>, WorkspaceError> {
+/// its kind: directories before what they hold; links listed, never
+/// followed; at most `cap` entries, or an error naming the cap.
+fn walk(ws: &Workspace, rel: &str, cap: usize) -> Result<Vec<(String, EntryKind)>, ApiError> {
     let top = ws.resolve(rel)?;
-    let first = match ws.list(&top) {
-        Ok(entries) => entries,
+    let walk = match ws.walk(rel, u32::MAX, cap) {
+        Ok(walk) => walk,
         Err(WorkspaceError::NotFound { .. }) => {
             // A file named directly.
             ws.open_file(&top)?;
             return Ok(vec![(rel.to_owned(), EntryKind::File)]);
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
-    let mut out = vec![(rel.to_owned(), EntryKind::Directory)];
-    // The top's listing is the one just read; each directory below is
-    // listed when its turn comes.
-    let mut listed = Some((rel.to_owned(), first));
-    let mut pending: Vec<String> = Vec::new();
-    loop {
-        let (dir, entries) = match listed.take() {
-            Some(listed) => listed,
-            None => {
-                let Some(dir) = pending.pop() else { break };
-                let Ok(entries) = ws.resolve(&dir).and_then(|t| ws.list(&t)) else {
-                    continue;
-                };
-                (dir, entries)
-            }
-        };
-        for entry in entries {
-            if out.len() >= MAX_WALK_ENTRIES {
-                return Ok(out);
-            }
-            let child = join(&dir, &entry.name);
-            if entry.kind == EntryKind::Directory {
-                pending.push(child.clone());
-            }
-            out.push((child, entry.kind));
-        }
+    if walk.truncated {
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            format!(
+                "{rel:?} holds more than {cap} entries (the operator's [limits] max_walk_entries): search a narrower directory"
+            ),
+        ));
     }
-    Ok(out)
+    Ok(std::iter::once((rel.to_owned(), EntryKind::Directory))
+        .chain(walk.entries.into_iter().map(|w| (w.rel, w.entry.kind)))
+        .collect())
 }
 
 /// The text of `rel`, or `None` for a binary or too large file.
@@ -109,38 +93,60 @@ fn text_of(ws: &Workspace, rel: &str) -> Result<Option<String>, WorkspaceError> 
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
+/// The most bytes of matching lines one `find` answers with; the rest is
+/// cut, and the reply says so in [`CUT_HEADER`].
+pub(crate) const MAX_FIND_BYTES: usize = 1024 * 1024;
+/// The header of a `find` reply whose matches were cut at
+/// [`MAX_FIND_BYTES`] (Daytona's reply is a bare array: no field to say it).
+pub(crate) const CUT_HEADER: &str = "x-agent-reach-truncated";
+
 /// `GET /files/find?path=&pattern=`.
 pub(crate) async fn find(
     State(state): State<DaytonaState>,
     Extension(caller): Extension<Caller>,
     Query(query): Query<PatternQuery>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<(axum::http::HeaderMap, Json<Vec<Value>>), ApiError> {
     let (path, pattern) = both(query)?;
     let (ws, rel) = permit(&state, &caller, FileOp::Read, &path)?;
     let root = ws.root().to_path_buf();
-    let found = blocking(move || {
+    let cap = state.broker.limits().max_walk_entries;
+    let (found, cut) = blocking(move || {
+        let files = match walk(&ws, &rel, cap) {
+            Ok(files) => files,
+            Err(e) => return Ok(Err(e)),
+        };
         let mut matches = Vec::new();
-        for (file, kind) in walk(&ws, &rel)? {
+        let mut bytes = 0usize;
+        for (file, kind) in files {
             if kind != EntryKind::File {
                 continue;
             }
             let Ok(Some(text)) = text_of(&ws, &file) else {
                 continue;
             };
+            let shown = crate::doors::envd::paths::shown(&root, &file);
             for (n, line) in text.lines().enumerate() {
-                if line.contains(&pattern) {
-                    matches.push(json!({
-                        "file": crate::doors::envd::paths::shown(&root, &file),
-                        "line": n + 1,
-                        "content": line,
-                    }));
+                if !line.contains(&pattern) {
+                    continue;
                 }
+                bytes += line.len() + shown.len();
+                if bytes > MAX_FIND_BYTES {
+                    return Ok(Ok((matches, true)));
+                }
+                matches.push(json!({"file": shown, "line": n + 1, "content": line}));
             }
         }
-        Ok(matches)
+        Ok(Ok((matches, false)))
     })
-    .await?;
-    Ok(Json(found))
+    .await??;
+    let mut headers = axum::http::HeaderMap::new();
+    if cut {
+        headers.insert(
+            CUT_HEADER,
+            axum::http::HeaderValue::from_static("matches past 1 MiB were left out"),
+        );
+    }
+    Ok((headers, Json(found)))
 }
 
 /// Whether `name` matches the glob `pattern` (`*`, `?`, `[...]`), as Go's
@@ -190,17 +196,20 @@ pub(crate) async fn search(
     let (path, pattern) = both(query)?;
     let (ws, rel) = permit(&state, &caller, FileOp::List, &path)?;
     let root = ws.root().to_path_buf();
+    let cap = state.broker.limits().max_walk_entries;
     let files = blocking(move || {
-        Ok(walk(&ws, &rel)?
-            .into_iter()
-            .filter(|(p, _)| {
-                let name = p.rsplit('/').next().unwrap_or(p);
-                glob_match(&pattern, name)
-            })
-            .map(|(p, _)| crate::doors::envd::paths::shown(&root, &p))
-            .collect::<Vec<_>>())
+        Ok(walk(&ws, &rel, cap).map(|found| {
+            found
+                .into_iter()
+                .filter(|(p, _)| {
+                    let name = p.rsplit('/').next().unwrap_or(p);
+                    glob_match(&pattern, name)
+                })
+                .map(|(p, _)| crate::doors::envd::paths::shown(&root, &p))
+                .collect::<Vec<_>>()
+        }))
     })
-    .await?;
+    .await??;
     Ok(Json(json!({"files": files})))
 }
 

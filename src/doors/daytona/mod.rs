@@ -132,6 +132,7 @@ impl From<WorkspaceError> for ApiError {
             WorkspaceError::NotFound { .. } => StatusCode::NOT_FOUND,
             WorkspaceError::Escapes { .. }
             | WorkspaceError::Denied { .. }
+            | WorkspaceError::Protected { .. }
             | WorkspaceError::Root => StatusCode::FORBIDDEN,
             WorkspaceError::NotEmpty { .. } => StatusCode::CONFLICT,
             WorkspaceError::IsDirectory { .. } | WorkspaceError::Invalid { .. } => {

@@ -21,7 +21,7 @@ use crate::gate::Caller;
 use crate::plan::FileOp;
 use crate::workspace::manage::{EntryStat, StatKind};
 use crate::workspace::upload::blocking;
-use crate::workspace::{EntryKind, Workspace, WorkspaceError};
+use crate::workspace::{Entry, EntryKind, Workspace, WorkspaceError};
 
 /// `ListDir`'s depth when the caller gives none (0).
 const DEFAULT_DEPTH: u32 = 1;
@@ -75,13 +75,25 @@ pub(crate) async fn list_dir(
             } else {
                 r.depth.min(MAX_DEPTH)
             };
-            let entries = blocking(move || {
-                let mut out = Vec::new();
-                walk(&ws, &root, &rel, depth, &mut out)?;
-                Ok(out)
-            })
-            .await
-            .map_err(|e| fs_error(&e))?;
+            let cap = state.broker.limits().max_walk_entries;
+            let walk = blocking(move || ws.walk(&rel, depth, cap))
+                .await
+                .map_err(|e| fs_error(&e))?;
+            if walk.truncated {
+                // E2B's ListDirResponse has no field to say it was cut.
+                return Err(ConnectError::new(
+                    Code::ResourceExhausted,
+                    format!(
+                        "{:?} holds more than {cap} entries to depth {depth} (the operator's [limits] max_walk_entries): list a narrower directory or a smaller depth",
+                        r.path
+                    ),
+                ));
+            }
+            let entries = walk
+                .entries
+                .iter()
+                .map(|walked| entry_of(&root, &walked.rel, &walked.entry))
+                .collect();
             Ok(ListDirResponse { entries })
         },
     )
@@ -209,41 +221,24 @@ pub(crate) fn workspace_for(
     Ok((placed.workspace, placed.rel))
 }
 
-/// Lists `rel` into `out`, and its directories down to `depth` levels.
-fn walk(
-    ws: &Workspace,
-    root: &std::path::Path,
-    rel: &str,
-    depth: u32,
-    out: &mut Vec<EntryInfo>,
-) -> Result<(), WorkspaceError> {
-    let target = ws.resolve(rel)?;
-    for entry in ws.list(&target)? {
-        let child = if rel.is_empty() {
-            entry.name.clone()
+/// E2B's `EntryInfo` of one listed entry at `rel` (a link as what it
+/// points to, as the listing shows it).
+fn entry_of(root: &std::path::Path, rel: &str, entry: &Entry) -> EntryInfo {
+    let is_dir = entry.kind == EntryKind::Directory;
+    EntryInfo {
+        name: entry.name.clone(),
+        r#type: if is_dir {
+            FileType::Directory
         } else {
-            format!("{}/{}", rel.trim_end_matches('/'), entry.name)
-        };
-        let is_dir = entry.kind == EntryKind::Directory;
-        out.push(EntryInfo {
-            name: entry.name.clone(),
-            r#type: if is_dir {
-                FileType::Directory
-            } else {
-                FileType::File
-            } as i32,
-            path: super::paths::shown(root, &child),
-            size: i64::try_from(entry.size).unwrap_or(i64::MAX),
-            mode: entry.mode,
-            permissions: permissions(if is_dir { 0o040_000 } else { 0o100_000 } | entry.mode),
-            modified_time: Some(timestamp(entry.modified)),
-            ..EntryInfo::default()
-        });
-        if is_dir && depth > 1 {
-            walk(ws, root, &child, depth - 1, out)?;
-        }
+            FileType::File
+        } as i32,
+        path: super::paths::shown(root, rel),
+        size: i64::try_from(entry.size).unwrap_or(i64::MAX),
+        mode: entry.mode,
+        permissions: permissions(if is_dir { 0o040_000 } else { 0o100_000 } | entry.mode),
+        modified_time: Some(timestamp(entry.modified)),
+        ..EntryInfo::default()
     }
-    Ok(())
 }
 
 /// E2B's `EntryInfo` of the entry at `rel`.
@@ -319,9 +314,10 @@ fn timestamp(time: std::time::SystemTime) -> prost_types::Timestamp {
 pub(crate) fn fs_error(err: &WorkspaceError) -> ConnectError {
     let code = match err {
         WorkspaceError::NotFound { .. } => Code::NotFound,
-        WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. } | WorkspaceError::Root => {
-            Code::PermissionDenied
-        }
+        WorkspaceError::Escapes { .. }
+        | WorkspaceError::Denied { .. }
+        | WorkspaceError::Protected { .. }
+        | WorkspaceError::Root => Code::PermissionDenied,
         WorkspaceError::IsDirectory { .. }
         | WorkspaceError::NotEmpty { .. }
         | WorkspaceError::Invalid { .. } => Code::InvalidArgument,

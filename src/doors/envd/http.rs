@@ -58,6 +58,7 @@ impl From<WorkspaceError> for HttpError {
             WorkspaceError::NotFound { .. } => StatusCode::NOT_FOUND,
             WorkspaceError::Escapes { .. }
             | WorkspaceError::Denied { .. }
+            | WorkspaceError::Protected { .. }
             | WorkspaceError::Root => StatusCode::FORBIDDEN,
             WorkspaceError::IsDirectory { .. }
             | WorkspaceError::NotEmpty { .. }

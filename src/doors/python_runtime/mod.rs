@@ -98,7 +98,9 @@ fn message(status: StatusCode, text: String) -> Response {
 /// A workspace error as the original answers it.
 fn refusal(err: &WorkspaceError) -> Response {
     match err {
-        WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. } => {
+        WorkspaceError::Escapes { .. }
+        | WorkspaceError::Denied { .. }
+        | WorkspaceError::Protected { .. } => {
             message(StatusCode::FORBIDDEN, format!("Access denied: {err}"))
         }
         WorkspaceError::NotFound { .. } => message(StatusCode::NOT_FOUND, err.to_string()),
@@ -340,9 +342,11 @@ async fn download(
                 Body::from_stream(crate::workspace::upload::read_stream(file)),
             )
                 .into_response(),
-            Err(e @ (WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. })) => {
-                refusal(&e)
-            }
+            Err(
+                e @ (WorkspaceError::Escapes { .. }
+                | WorkspaceError::Denied { .. }
+                | WorkspaceError::Protected { .. }),
+            ) => refusal(&e),
             Err(_) => message(StatusCode::NOT_FOUND, "File not found".to_owned()),
         },
     )
@@ -379,9 +383,11 @@ async fn list(
                     .collect();
                 Json(serde_json::Value::Array(entries)).into_response()
             }
-            Err(e @ (WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. })) => {
-                refusal(&e)
-            }
+            Err(
+                e @ (WorkspaceError::Escapes { .. }
+                | WorkspaceError::Denied { .. }
+                | WorkspaceError::Protected { .. }),
+            ) => refusal(&e),
             Err(WorkspaceError::Io { source, .. }) => message(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("List files failed: {source}"),

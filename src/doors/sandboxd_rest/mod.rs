@@ -160,9 +160,9 @@ impl ApiError {
 impl From<WorkspaceError> for ApiError {
     fn from(err: WorkspaceError) -> Self {
         let (status, code) = match &err {
-            WorkspaceError::Escapes { .. } | WorkspaceError::Denied { .. } => {
-                (StatusCode::FORBIDDEN, "PERMISSION_DENIED")
-            }
+            WorkspaceError::Escapes { .. }
+            | WorkspaceError::Denied { .. }
+            | WorkspaceError::Protected { .. } => (StatusCode::FORBIDDEN, "PERMISSION_DENIED"),
             WorkspaceError::NotFound { .. } => (StatusCode::NOT_FOUND, "NOT_FOUND"),
             WorkspaceError::NotEmpty { .. } | WorkspaceError::Root => {
                 (StatusCode::CONFLICT, "CONFLICT")

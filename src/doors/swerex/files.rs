@@ -148,7 +148,7 @@ pub(crate) fn py_error(err: WorkspaceError, shown: &str) -> SwerexError {
                 super::pyrepr::string(shown)
             ),
         ),
-        WorkspaceError::Denied { .. } => os(libc::EACCES),
+        WorkspaceError::Denied { .. } | WorkspaceError::Protected { .. } => os(libc::EACCES),
         WorkspaceError::NotFound { .. } => os(libc::ENOENT),
         WorkspaceError::IsDirectory { .. } => os(libc::EISDIR),
         WorkspaceError::NotEmpty { .. } => os(libc::ENOTEMPTY),

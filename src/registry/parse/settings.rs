@@ -39,7 +39,12 @@ const PROFILE_KEYS: &[&str] = &[
     "allow_raw_commands",
     "limits",
 ];
-const LIMITS_KEYS: &[&str] = &["pids", "max_timeout_ms", "max_output_tokens"];
+const LIMITS_KEYS: &[&str] = &[
+    "pids",
+    "max_timeout_ms",
+    "max_output_tokens",
+    "max_walk_entries",
+];
 
 impl Walker<'_> {
     pub(super) fn top(&mut self, table: &dyn TableLike) {
@@ -144,6 +149,7 @@ impl Walker<'_> {
                 "pids" => limits.pids = count.map(|n| n as u64),
                 "max_timeout_ms" => limits.max_timeout_ms = count.map(|n| n as u64),
                 "max_output_tokens" => limits.max_output_tokens = count,
+                "max_walk_entries" => limits.max_walk_entries = count,
                 _ => {}
             }
         }

@@ -22,6 +22,8 @@ pub(super) const COLUMNS: &[Column] = &[
     ("n+1-sessions", sessions),
     ("read-only", read_only),
     ("fork-bomb", fork_bomb),
+    ("protected", protected),
+    ("server-env", server_env),
 ];
 
 /// What the file outside the root holds; no answer may contain it.
@@ -287,6 +289,16 @@ fn request_env(m: &Matrix, row: &dyn Wire) -> Verdict {
         );
         cell.check(!marker.exists(), format!("a command with {name} ran"));
     }
+    let smuggled = at.work(&format!("{tag}/ran-smuggled"));
+    cell.refused(
+        "a NUL in a value",
+        row.run(
+            at,
+            &Cmd::line(format!("touch {}", smuggled.display())).env("OK", "a\0AGENT_REACH_DEPTH=9"),
+        ),
+        Some(Refusal::Invalid),
+    );
+    cell.check(!smuggled.exists(), "a command with a NUL in a variable ran");
     let (lib, outside) = match preload(m) {
         Ok(found) => found,
         Err(why) => {
@@ -504,5 +516,100 @@ fn fork_bomb(m: &Matrix, row: &dyn Wire) -> Verdict {
         left == 0,
         format!("{left} processes of the bomb were left running"),
     );
+    cell.verdict()
+}
+
+/// (7) The one rule list: what a sandboxed command may not read or write,
+/// no file operation of the door reads or writes either. The main
+/// server's state directory lies inside its root (`.agent-reach`), its
+/// registry's secrets file too (`secrets.env`), and the root is a
+/// repository (`.git`). A file elsewhere is written and read (the door
+/// works), `.git/config` is read (read-only is not sealed).
+fn protected(m: &Matrix, row: &dyn Wire) -> Verdict {
+    let at = &m.main;
+    let door = row.protocol();
+    let mut cell = Cell::default();
+    match row.write(at, &format!("fence-{door}.txt"), "fine") {
+        Outcome::Done { .. } => cell.held("a plain write landed"),
+        Outcome::NotOffered(why) => return Verdict::NotApplicable(format!("files: {why}")),
+        other => cell.broke(format!("a plain write: {other:?}")),
+    }
+    match row.read(at, ".git/config") {
+        Outcome::Done { output, .. } => cell.check(
+            output.contains("[core]"),
+            format!(".git/config read as {output:?}"),
+        ),
+        Outcome::NotOffered(why) => cell.absent.push(format!("read: n/a ({why})")),
+        other => cell.broke(format!("reading .git/config: {other:?}")),
+    }
+    // MCP's only write is apply_patch, a sandboxed command: its refusal is
+    // the sandbox's, not a file route's `denied`.
+    let denied = (door != "mcp").then_some(Refusal::Denied);
+    let hook = format!(".git/hooks/post-checkout-{door}");
+    cell.refused(
+        "write .git/hooks",
+        row.write(at, &hook, "echo pwned"),
+        denied,
+    );
+    cell.check(!at.work(&hook).exists(), "a hook was planted in .git");
+    let wrapper = format!(".agent-reach/planted-{door}");
+    cell.refused(
+        "write the state directory",
+        row.write(at, &wrapper, "x"),
+        denied,
+    );
+    cell.check(
+        !at.work(&wrapper).exists(),
+        "a file landed in the state directory",
+    );
+    let read = row.read(at, "secrets.env");
+    if let Outcome::Done { output, .. } = &read {
+        cell.check(
+            !output.contains(super::SECRETS_VALUE),
+            "the secrets file was served",
+        );
+    }
+    cell.refused("read the secrets file", read, Some(Refusal::Denied));
+    // The same answer for a sandboxed command: it cannot write the hook.
+    let marker = format!(".git/hooks/by-command-{door}");
+    match row.run(
+        at,
+        &Cmd::line(format!("echo x > {marker}; echo \"wrote=$?\"")),
+    ) {
+        Outcome::Done { output, .. } => cell.check(
+            !output.contains("wrote=0"),
+            format!("a command wrote into .git: {output}"),
+        ),
+        Outcome::NotOffered(_) => {}
+        other => cell.refused("a command writing .git", other, None),
+    }
+    cell.check(
+        !at.work(&marker).exists(),
+        "a command's write landed in .git",
+    );
+    cell.verdict()
+}
+
+/// (8) No door hands a command the server's own environment: a variable
+/// the server was started with never reaches the command.
+fn server_env(m: &Matrix, row: &dyn Wire) -> Verdict {
+    let mut cell = Cell::default();
+    match row.run(
+        &m.main,
+        &Cmd::line("echo \"seen=$MATRIX_SERVER_SECRET\"; env"),
+    ) {
+        Outcome::Done { output, .. } => {
+            cell.check(
+                output.contains("seen=") && !output.contains(super::SERVER_SECRET),
+                format!(
+                    "the server's environment reached the command: {}",
+                    short(&output)
+                ),
+            );
+            cell.held("the server's variable did not reach the command");
+        }
+        Outcome::NotOffered(why) => return Verdict::NotApplicable(format!("commands: {why}")),
+        other => cell.broke(format!("a plain command: {other:?}")),
+    }
     cell.verdict()
 }

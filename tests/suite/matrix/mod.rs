@@ -44,6 +44,10 @@ const PROTOCOLS: [&str; 8] = [
 pub(crate) const MAX_SESSIONS: usize = 3;
 /// `[limits] pids` of the main server.
 pub(crate) const PIDS_LIMIT: usize = 64;
+/// A variable of the main server's own environment: no command may see it.
+pub(crate) const SERVER_SECRET: &str = "server-secret-9f2c";
+/// What the main server's secrets file (inside its root) holds.
+pub(crate) const SECRETS_VALUE: &str = "registry-secret-51ab";
 /// The bound on any single request of the matrix.
 pub(crate) const REQUEST_LIMIT: Duration = Duration::from_secs(60);
 
@@ -174,7 +178,11 @@ struct Starting {
 impl Starting {
     /// `serve` with every protocol, the registry `registry` and `extra` flags.
     fn spawn(registry: &str, extra: &[&str]) -> Self {
-        let env = TestEnv::new();
+        Self::spawn_with(TestEnv::new(), registry, extra, &[])
+    }
+
+    /// The same in `env`, with `vars` added to the server's environment.
+    fn spawn_with(env: TestEnv, registry: &str, extra: &[&str], vars: &[(&str, PathBuf)]) -> Self {
         let log = env.root.path().join("serve.log");
         let config = env.root.path().join("registry.toml");
         std::fs::write(&config, registry).unwrap();
@@ -186,6 +194,8 @@ impl Starting {
             .arg("--config")
             .arg(&config)
             .args(extra)
+            .env("MATRIX_SERVER_SECRET", SERVER_SECRET)
+            .envs(vars.iter().map(|(k, v)| (k, v)))
             .spawn()
             .unwrap();
         Self {
@@ -235,11 +245,26 @@ pub(crate) struct Matrix {
 
 impl Matrix {
     fn start() -> Self {
-        let main = Starting::spawn(
+        // The main server's root is a repository holding its state
+        // directory and its secrets file (the `protected` column).
+        let env = TestEnv::new();
+        std::fs::create_dir_all(env.work().join(".git/hooks")).unwrap();
+        std::fs::write(env.work().join(".git/config"), "[core]\n\tbare = false\n").unwrap();
+        let secrets = env.work().join("secrets.env");
+        std::fs::write(&secrets, format!("MATRIX_SECRET={SECRETS_VALUE}\n")).unwrap();
+        std::fs::set_permissions(
+            &secrets,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        let home = env.work().join(".agent-reach");
+        let main = Starting::spawn_with(
+            env,
             &format!(
-                "allow_raw_commands = true\n[sandbox]\ndefault = \"workspace-write\"\n[limits]\npids = {PIDS_LIMIT}\n"
+                "allow_raw_commands = true\nsecrets_file = {secrets:?}\n[sandbox]\ndefault = \"workspace-write\"\n[limits]\npids = {PIDS_LIMIT}\n"
             ),
             &[],
+            &[("AGENT_REACH_HOME", home)],
         );
         let sessions = Starting::spawn(
             "allow_raw_commands = true\n",

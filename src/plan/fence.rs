@@ -1,0 +1,36 @@
+//! The fence of file operations: what the sandbox wrapper keeps from a
+//! command, kept from every file operation of every door (one list,
+//! `sandbox::fs_plan::read_only_within`, plus the sealed files).
+
+use super::policy::OperatorPolicy;
+use crate::sandbox::Policy;
+
+/// The fence of every file operation under `policy`: sealed are the
+/// state directory `home` and the `hidden` files (the token, the secrets
+/// file) under every policy; read-only, unless the operator's sandbox is
+/// `danger-full-access`, is what the sandbox wrapper keeps read-only in the
+/// root and the writable roots (`fs_plan::read_only_within`, one list).
+pub(crate) fn fence(
+    policy: &OperatorPolicy,
+    home: &std::path::Path,
+    hidden: &[std::path::PathBuf],
+) -> crate::workspace::Fence {
+    let sealed = std::iter::once(home.to_path_buf()).chain(hidden.iter().cloned());
+    if policy.sandbox_default == Some(Policy::DangerFullAccess) {
+        return crate::workspace::Fence::new(sealed, []);
+    }
+    let canonical = |path: &std::path::PathBuf| path.canonicalize().ok();
+    let writable: Vec<std::path::PathBuf> =
+        policy.writable_roots.iter().filter_map(canonical).collect();
+    let roots: Vec<std::path::PathBuf> = canonical(&policy.root)
+        .into_iter()
+        .chain(writable.iter().cloned())
+        .collect();
+    let read_only = crate::sandbox::fs_plan::read_only_within(
+        &roots,
+        &writable,
+        None,
+        &crate::sandbox::fs_plan::RuleFile::builtin(),
+    );
+    crate::workspace::Fence::new(sealed, read_only)
+}
