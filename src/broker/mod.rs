@@ -157,6 +157,13 @@ impl Broker {
         &self.inner.env
     }
 
+    /// Where doors keep their private files beside a live process
+    /// ([`scratch`]): in the state directory, out of every command's and
+    /// every file route's reach.
+    pub(crate) fn scratch_root(&self) -> PathBuf {
+        scratch::scratch_root(&self.inner.dispatcher.planner().home())
+    }
+
     /// The operator's `[limits]`.
     pub(crate) fn limits(&self) -> LimitSettings {
         self.inner.dispatcher.planner().limits()
@@ -368,7 +375,7 @@ impl Broker {
 
 /// How long a live process waits for a slot of the scheduler before its
 /// start is answered busy.
-pub(crate) const START_SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const START_SLOT_WAIT: std::time::Duration = crate::scheduler::DOOR_SLOT_WAIT;
 
 /// How often a held background is looked at to see whether it is gone.
 const BACKGROUND_POLL: std::time::Duration = std::time::Duration::from_millis(500);

@@ -1,9 +1,10 @@
 //! A door's own scratch directory: private files a door's protocol needs
-//! beside a live process (SWE-ReX's rc file, the command it feeds the
-//! shell, the status the shell writes back), never a caller's path. It
-//! lives in the temporary directory under a name carrying the server's pid,
-//! is removed with its guard, and what a killed server left is swept at
-//! the next start ([`sweep_stale`]).
+//! beside a live process (SWE-ReX's rc file and the command it feeds the
+//! shell), never a caller's path. It lives in agent-reach's state
+//! directory ([`scratch_root`]), which every sandboxed command sees
+//! read-only and no file route reaches, under a name carrying the server's
+//! pid; it is removed with its guard, and what a killed server left is
+//! swept at the next start ([`sweep_stale`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -15,12 +16,13 @@ pub(crate) struct ScratchGuard {
 }
 
 impl ScratchGuard {
-    /// A new directory named `PREFIX<pid>-<random>` in the temporary
-    /// directory (mode 0700).
-    pub(crate) fn new(prefix: &str) -> std::io::Result<Self> {
+    /// A new directory named `PREFIX<pid>-<random>` in `parent` (made
+    /// first, mode 0700).
+    pub(crate) fn new_in(parent: &Path, prefix: &str) -> std::io::Result<Self> {
+        std::fs::create_dir_all(parent)?;
         let dir = tempfile::Builder::new()
             .prefix(&format!("{prefix}{}-", std::process::id()))
-            .tempdir()?;
+            .tempdir_in(parent)?;
         Ok(Self { dir })
     }
 
@@ -33,12 +35,6 @@ impl ScratchGuard {
     pub(crate) fn write(&self, path: &Path, contents: &[u8]) -> std::io::Result<()> {
         self.check(path)?;
         std::fs::write(path, contents)
-    }
-
-    /// The text of `path`, a file of this directory.
-    pub(crate) fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
-        self.check(path)?;
-        std::fs::read_to_string(path)
     }
 
     fn check(&self, path: &Path) -> std::io::Result<()> {
@@ -70,10 +66,9 @@ pub(crate) fn owner_of(prefix: &str, name: &str) -> Option<i32> {
 /// Removes the scratch directories named with `prefix` whose server is
 /// gone (killed before it could): ours by uid, their owning pid dead.
 /// Returns the directories removed.
-pub(crate) fn sweep_stale(prefix: &str) -> Vec<PathBuf> {
+pub(crate) fn sweep_stale(parent: &Path, prefix: &str) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let tmp = std::env::temp_dir();
-    let Ok(entries) = std::fs::read_dir(&tmp) else {
+    let Ok(entries) = std::fs::read_dir(parent) else {
         return Vec::new();
     };
     let uid = nix::unistd::geteuid().as_raw();
@@ -102,6 +97,12 @@ pub(crate) fn sweep_stale(prefix: &str) -> Vec<PathBuf> {
         }
     }
     removed
+}
+
+/// Where the scratch directories of a server whose state directory is
+/// `home` live.
+pub(crate) fn scratch_root(home: &Path) -> PathBuf {
+    home.join("run").join("scratch")
 }
 
 /// 64 random bits as 16 hex digits: a marker no command prints by chance
@@ -145,10 +146,12 @@ mod tests {
 
     #[test]
     fn only_files_of_the_directory_are_reached() {
-        let scratch = ScratchGuard::new("agent-reach-test-scratch-").unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let scratch =
+            ScratchGuard::new_in(&scratch_root(home.path()), "agent-reach-test-scratch-").unwrap();
         let inside = scratch.path().join("rc");
         scratch.write(&inside, b"x").unwrap();
-        assert_eq!(scratch.read_to_string(&inside).unwrap(), "x");
+        assert_eq!(std::fs::read_to_string(&inside).unwrap(), "x");
         let outside = scratch.path().join("..").join("elsewhere");
         assert!(scratch.write(&outside, b"x").is_err());
         let path = scratch.path().to_path_buf();

@@ -34,6 +34,8 @@ pub(crate) struct DoorContext {
     pub(crate) limits: crate::gate::Limits,
     /// The sandbox id the `daytona` listener answers to (`--sandbox-id`).
     pub(crate) sandbox_id: String,
+    /// The variables `/v1/metadata` shows (`--metadata-env`).
+    pub(crate) metadata_env: Vec<String>,
     /// Cancelled once, when the server stops (signal): every listener stops
     /// accepting and its sessions are killed.
     pub(crate) shutdown: CancellationToken,

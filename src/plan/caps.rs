@@ -34,7 +34,8 @@ impl Cap {
 /// `request` within `limits`: `None` when it asks for nothing above them,
 /// else the capped copy; and what was capped. A one-shot request asking
 /// for no timeout at all (`0`) asks for more than any cap; a live session
-/// without one is not a timeout request (it lives until it is ended).
+/// without one lives until it is ended, unless the operator's registry set
+/// `max_timeout_ms` (`limits.timeout_set`): then that is its deadline.
 pub(crate) fn cap(request: &Request, limits: LimitSettings) -> (Option<Request>, Vec<Cap>) {
     let mut caps = Vec::new();
     let mut capped = None::<Request>;
@@ -44,6 +45,19 @@ pub(crate) fn cap(request: &Request, limits: LimitSettings) -> (Option<Request>,
     });
     if let Some(cap) = timeout_cap {
         caps.push(cap);
+        capped.get_or_insert_with(|| request.clone()).timeout_ms = Some(limits.max_timeout_ms);
+    } else if request.session && limits.timeout_set && matches!(request.timeout_ms, None | Some(0))
+    {
+        // A live process without a timeout lives until it is ended, unless
+        // the operator's registry set `max_timeout_ms`: then that is its
+        // deadline (said as a cap only where "no timeout" was asked).
+        if request.timeout_ms == Some(0) {
+            caps.push(Cap {
+                name: MAX_TIMEOUT_MS,
+                asked: None,
+                limit: limits.max_timeout_ms,
+            });
+        }
         capped.get_or_insert_with(|| request.clone()).timeout_ms = Some(limits.max_timeout_ms);
     }
     let tokens = request
@@ -165,5 +179,25 @@ mod tests {
         let (capped, caps) = cap(&command(), small);
         assert_eq!(capped.unwrap().max_output_tokens, Some(500));
         assert!(caps.is_empty());
+    }
+
+    #[test]
+    fn a_live_session_without_a_timeout_gets_the_cap_only_where_the_operator_set_one() {
+        let mut session = command();
+        session.session = true;
+        assert_eq!(cap(&session, limits()), (None, Vec::new()));
+        let set = LimitSettings {
+            timeout_set: true,
+            ..limits()
+        };
+        let (capped, caps) = cap(&session, set);
+        assert_eq!(capped.unwrap().timeout_ms, Some(60_000));
+        assert!(caps.is_empty(), "asked nothing: {caps:?}");
+        session.timeout_ms = Some(0);
+        let (capped, caps) = cap(&session, set);
+        assert_eq!(capped.unwrap().timeout_ms, Some(60_000));
+        assert_eq!(caps[0].name, MAX_TIMEOUT_MS);
+        session.timeout_ms = Some(1_000);
+        assert_eq!(cap(&session, set), (None, Vec::new()));
     }
 }

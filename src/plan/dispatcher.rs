@@ -156,6 +156,7 @@ impl Dispatcher {
             global,
             queue: scheduler_settings.queue.unwrap_or(global * 8),
             groups: scheduler_settings.groups.clone(),
+            per_caller: scheduler_settings.per_caller,
         };
         let scheduler = Scheduler::machine_wide(limits, &config.home);
         let cache = Arc::new(ResultCache::shared(&config.home));
@@ -445,7 +446,16 @@ impl Dispatcher {
             door,
             admitted_at,
         } = queued;
-        let permit = match admission.permit().await {
+        // A remote caller is answered within the door's wait: `busy` with
+        // `retry_after_ms` rather than silence while others hold the slots.
+        let waited = if door == door_name(Door::Listener) {
+            admission
+                .permit_within(crate::scheduler::DOOR_SLOT_WAIT)
+                .await
+        } else {
+            admission.permit().await
+        };
+        let permit = match waited {
             Ok(permit) => permit,
             Err(busy) => return self.busy(id, &plan, busy, door),
         };

@@ -185,6 +185,33 @@ fn check_reserved_env(request: &Request) -> Result<(), Rejection> {
     ))
 }
 
+/// The kernel's limit on one argument's length, its NUL included
+/// (`MAX_ARG_STRLEN`, 32 pages).
+const MAX_ARG_BYTES: usize = 32 * 4096;
+
+/// A raw command's arguments as the kernel will take them: a NUL would end
+/// an argument early (the command would not be what was asked), and one
+/// past [`MAX_ARG_BYTES`] fails `execve` with `E2BIG`. Either is the
+/// caller's mistake, refused as `invalid_params`.
+fn check_argv(argv: &[OsString]) -> Result<(), Rejection> {
+    for arg in argv {
+        let bytes = arg.as_encoded_bytes();
+        let why = if bytes.contains(&0) {
+            "holds a NUL byte"
+        } else if bytes.len() >= MAX_ARG_BYTES {
+            "is longer than the kernel takes for one argument (128 KiB): pass it through a file or stdin"
+        } else {
+            continue;
+        };
+        let shown: String = arg.to_string_lossy().chars().take(80).collect();
+        return Err(Rejection::rejected(
+            kinds::INVALID_PARAMS,
+            format!("the command's argument {shown:?} {why}"),
+        ));
+    }
+    Ok(())
+}
+
 /// What the planner needs from the process it runs in.
 #[derive(Debug, Clone)]
 pub(crate) struct PlannerConfig {
@@ -257,6 +284,11 @@ impl Planner {
         }
     }
 
+    /// `$AGENT_REACH_HOME`: agent-reach's state directory.
+    pub(crate) fn home(&self) -> PathBuf {
+        self.config.home.clone()
+    }
+
     /// The operator's policy in force.
     pub(crate) fn policy(&self) -> &OperatorPolicy {
         &self.policy
@@ -302,6 +334,9 @@ impl Planner {
     /// The one function: a request from `door` becomes a plan or a rejection.
     pub(crate) fn plan(&self, request: &Request, door: Door) -> Result<Plan, Rejection> {
         check_reserved_env(request)?;
+        if let Target::Command(argv) = &request.target {
+            check_argv(argv)?;
+        }
         // `run` is the local user's own command line, which the operator's
         // policy does not govern: its timeout is what the user typed.
         let (capped, caps) = match door {

@@ -105,6 +105,9 @@ fn merge(files: Vec<(PathBuf, ParsedFile)>) -> Merged {
         if s.scheduler_global.is_some() {
             settings.scheduler.global = s.scheduler_global;
         }
+        if s.scheduler_per_caller.is_some() {
+            settings.scheduler.per_caller = s.scheduler_per_caller;
+        }
         if s.scheduler_queue.is_some() {
             settings.scheduler.queue = s.scheduler_queue;
         }

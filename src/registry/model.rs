@@ -191,6 +191,8 @@ pub(crate) struct SchedulerSettings {
     pub(crate) global: Option<usize>,
     pub(crate) queue: Option<usize>,
     pub(crate) groups: BTreeMap<String, usize>,
+    /// `per_caller`: the most slots one caller may hold (no cap when unset).
+    pub(crate) per_caller: Option<usize>,
 }
 
 /// `[sandbox]`: defaults for tools without their own `sandbox`, and raw commands.

@@ -267,7 +267,26 @@ impl Admission {
             Admission::Queued(waiter) => waiter.wait().await,
         }
     }
+
+    /// The permit, if the request's turn comes within `limit`; else it
+    /// leaves the queue and is answered [`Busy`].
+    pub(crate) async fn permit_within(self, limit: Duration) -> Result<Permit, Busy> {
+        match self {
+            Admission::Ready(permit) => Ok(permit),
+            Admission::Queued(waiter) => {
+                let inner = waiter.inner.clone();
+                match tokio::time::timeout(limit, waiter.wait()).await {
+                    Ok(waited) => waited,
+                    Err(_) => Err(busy(&inner, &inner.lock(), 0)),
+                }
+            }
+        }
+    }
 }
+
+/// How long a remote caller's request waits for a slot before it is
+/// answered `busy` (a one-shot command, a live process's start).
+pub(crate) const DOOR_SLOT_WAIT: Duration = Duration::from_secs(10);
 
 impl Scheduler {
     /// A scheduler for this process alone.
@@ -367,6 +386,7 @@ impl SlotBench {
             global: 1,
             queue: 8,
             groups: Default::default(),
+            per_caller: None,
         };
         Self(match home {
             Some(home) => Scheduler::machine_wide(limits, home),
@@ -408,7 +428,56 @@ mod tests {
             global,
             queue,
             groups: Default::default(),
+            per_caller: None,
         })
+    }
+
+    fn of(caller: &str) -> Demand {
+        let mut demand = plain();
+        caller.clone_into(&mut demand.caller);
+        demand
+    }
+
+    #[tokio::test]
+    async fn per_caller_keeps_one_caller_from_taking_every_slot() {
+        let s = Scheduler::new(Limits {
+            global: 3,
+            queue: 8,
+            groups: Default::default(),
+            per_caller: Some(2),
+        });
+        let a1 = s.acquire(of("a")).await.unwrap();
+        let _a2 = s.acquire(of("a")).await.unwrap();
+        // A third of a's waits, yet b passes it to the free slot.
+        let third = s.admit(of("a")).unwrap();
+        assert!(matches!(third, Admission::Queued(_)));
+        let _b = s
+            .admit(of("b"))
+            .unwrap()
+            .permit_within(Duration::from_millis(500))
+            .await
+            .expect("b was held behind a's waiter");
+        drop(a1);
+        let _a3 = third
+            .permit_within(Duration::from_secs(5))
+            .await
+            .expect("a's slot came back");
+    }
+
+    #[tokio::test]
+    async fn a_bounded_wait_is_answered_busy_and_leaves_the_queue() {
+        let s = scheduler(1, 4);
+        let _running = s.acquire(plain()).await.unwrap();
+        let started = Instant::now();
+        let waited = s
+            .admit(plain())
+            .unwrap()
+            .permit_within(Duration::from_millis(100))
+            .await;
+        let busy = waited.map(drop).unwrap_err();
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(busy.retry_after_ms >= 10);
+        assert_eq!(s.load().queued, 0, "the waiter left the queue");
     }
 
     #[tokio::test]
@@ -435,6 +504,7 @@ mod tests {
             global: 1,
             queue: 2,
             groups: Default::default(),
+            per_caller: None,
         };
         let one = Scheduler::machine_wide(limits.clone(), home.path());
         let other = Scheduler::machine_wide(limits, home.path());

@@ -248,6 +248,7 @@ mod tests {
             global,
             queue: 8,
             groups: [("cpu".to_owned(), 1)].into(),
+            per_caller: None,
         }
     }
 

@@ -30,6 +30,8 @@ pub(crate) struct Limits {
     pub(crate) global: usize,
     pub(crate) queue: usize,
     pub(crate) groups: BTreeMap<String, usize>,
+    /// `[scheduler] per_caller`: the most slots one caller holds at once.
+    pub(crate) per_caller: Option<usize>,
 }
 
 /// Waiters are served by priority, then round, then arrival (`seq`).
@@ -48,6 +50,8 @@ pub(super) struct State<T> {
     pub(crate) limits: Limits,
     pub(crate) running: usize,
     pub(crate) group_running: BTreeMap<String, usize>,
+    /// Slots held per caller, where `per_caller` bounds them.
+    pub(crate) caller_running: BTreeMap<String, usize>,
     pub(crate) exclusive_held: BTreeSet<String>,
     pub(crate) waiting: BTreeMap<WaitKey, (Demand, T)>,
     next_seq: u64,
@@ -67,6 +71,7 @@ impl<T> State<T> {
             limits,
             running: 0,
             group_running: BTreeMap::new(),
+            caller_running: BTreeMap::new(),
             exclusive_held: BTreeSet::new(),
             waiting: BTreeMap::new(),
             next_seq: 0,
@@ -108,6 +113,16 @@ impl<T> State<T> {
         {
             return Err(Blocked::Own);
         }
+        if let Some(limit) = self.limits.per_caller
+            && self
+                .caller_running
+                .get(&demand.caller)
+                .copied()
+                .unwrap_or(0)
+                >= limit
+        {
+            return Err(Blocked::Own);
+        }
         match &demand.exclusive {
             Some(key) if self.exclusive_held.contains(key) => Err(Blocked::Own),
             _ => Ok(()),
@@ -129,6 +144,12 @@ impl<T> State<T> {
         if let Some(key) = &demand.exclusive {
             self.exclusive_held.insert(key.clone());
         }
+        if self.limits.per_caller.is_some() {
+            *self
+                .caller_running
+                .entry(demand.caller.clone())
+                .or_insert(0) += 1;
+        }
         Ok(hold)
     }
 
@@ -148,6 +169,12 @@ impl<T> State<T> {
         }
         if let Some(key) = &demand.exclusive {
             self.exclusive_held.remove(key);
+        }
+        if let Some(count) = self.caller_running.get_mut(&demand.caller) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.caller_running.remove(&demand.caller);
+            }
         }
     }
 
@@ -282,6 +309,7 @@ mod tests {
                 global,
                 queue: 10,
                 groups: [("cpu".to_owned(), 1)].into(),
+                per_caller: None,
             },
             None,
         )

@@ -184,6 +184,7 @@ async fn serve(
             max_clients: args.listeners.max_clients,
             limits,
             sandbox_id: args.sandbox_id.clone(),
+            metadata_env: args.metadata_env.clone(),
             shutdown: tokio_util::sync::CancellationToken::new(),
         };
         let shutdown = shared.shutdown.clone();

@@ -86,6 +86,11 @@ impl WorkspaceError {
             Errno::EACCES | Errno::EPERM | Errno::EROFS => WorkspaceError::Denied { path },
             Errno::ENOTEMPTY | Errno::EEXIST => WorkspaceError::NotEmpty { path },
             Errno::EISDIR => WorkspaceError::IsDirectory { path },
+            // The caller's name, not the server, is at fault.
+            Errno::ENAMETOOLONG => WorkspaceError::Invalid {
+                path,
+                why: "a name in it is longer than the filesystem allows (255 bytes)".to_owned(),
+            },
             other => WorkspaceError::Io {
                 path,
                 source: std::io::Error::from(other),

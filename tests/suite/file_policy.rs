@@ -526,7 +526,9 @@ fn a_big_upload_is_spooled_to_disk_not_held_in_memory() {
 fn a_killed_servers_session_directories_are_swept_at_the_next_start() {
     run(async {
         let env = TestEnv::new();
-        let tmp = tmp_of(&env);
+        // Session directories live in the state directory, out of every
+        // command's reach.
+        let tmp = env.ar_home().join("run/scratch");
         let s = Swerex::remote(&env).await;
         let (status, answer) = s
             .json("/create_session", json!({"session_type": "bash"}))

@@ -2,6 +2,8 @@
 
 mod apply_patch;
 #[cfg(target_os = "linux")]
+mod broker_work;
+#[cfg(target_os = "linux")]
 pub(crate) mod codex_exec;
 #[cfg(target_os = "linux")]
 mod confinement;

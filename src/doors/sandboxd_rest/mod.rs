@@ -44,15 +44,6 @@ use crate::gate::MAX_BODY_BYTES;
 use crate::gate::{DoorRules, Refusal};
 use crate::workspace::WorkspaceError;
 
-/// Only variables with this prefix are shown on `/v1/metadata` (the
-/// reference's default `--metadata-env-prefix`).
-pub(crate) const METADATA_ENV_PREFIX: &str = "SANDBOX_";
-/// Names holding any of these never appear on `/v1/metadata`, prefix or
-/// not: commands in the sandbox can read that endpoint.
-const SENSITIVE_MARKERS: &[&str] = &[
-    "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED", "KEY", "AUTH", "BEARER", "PRIVATE", "CERT",
-];
-
 /// What the handlers share.
 #[derive(Clone)]
 pub(crate) struct RestState {
@@ -68,7 +59,7 @@ pub(crate) struct RestState {
 pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
     let state = RestState {
         broker: shared.broker.clone(),
-        metadata_env: Arc::new(metadata_env(shared.server.env())),
+        metadata_env: Arc::new(metadata_env(shared.server.env(), &shared.metadata_env)),
         started: Instant::now(),
         shutdown: shared.shutdown.clone(),
     };
@@ -122,16 +113,16 @@ pub(crate) fn router(state: RestState) -> Router {
         .with_state(state)
 }
 
-/// The variables of `env` that `/v1/metadata` shows.
-fn metadata_env(env: &BTreeMap<OsString, OsString>) -> BTreeMap<String, String> {
-    env.iter()
-        .filter_map(|(k, v)| Some((k.to_str()?, v.to_str()?)))
-        .filter(|(k, _)| k.starts_with(METADATA_ENV_PREFIX))
-        .filter(|(k, _)| {
-            let upper = k.to_ascii_uppercase();
-            !SENSITIVE_MARKERS.iter().any(|m| upper.contains(m))
+/// The variables of `env` that `/v1/metadata` shows: those the operator
+/// `named` (`--metadata-env`), nothing else: commands in the sandbox can
+/// read that endpoint, so no name is guessed safe by its look.
+fn metadata_env(env: &BTreeMap<OsString, OsString>, named: &[String]) -> BTreeMap<String, String> {
+    named
+        .iter()
+        .filter_map(|name| {
+            let value = env.get(std::ffi::OsStr::new(name))?.to_str()?;
+            Some((name.clone(), value.to_owned()))
         })
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect()
 }
 
@@ -214,9 +205,16 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.into(), v.into()))
         .collect();
-        let shown = metadata_env(&env);
+        let named: Vec<String> = crate::serve::args::DEFAULT_METADATA_ENV
+            .map(String::from)
+            .to_vec();
+        let shown = metadata_env(&env, &named);
         assert_eq!(shown.len(), 1, "{shown:?}");
         assert_eq!(shown["SANDBOX_ID"], "sb-1");
+        // A name the operator gives is shown; its look does not matter,
+        // and what it does not name (SANDBOX_DSN) never is.
+        let shown = metadata_env(&env, &["SANDBOX_private_key".to_owned()]);
+        assert_eq!(shown.len(), 1, "{shown:?}");
     }
 
     #[test]

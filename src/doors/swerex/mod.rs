@@ -86,14 +86,23 @@ struct SwerexState {
     base: std::path::PathBuf,
     /// Keys the fingerprints of replayed requests (random per process).
     replay_keys: std::hash::RandomState,
-    sessions: Mutex<HashMap<String, Arc<Entry>>>,
+    /// Sessions by their caller and name: another caller's session of the
+    /// same name is another session, and never this caller's to use or close.
+    sessions: Mutex<HashMap<SessionKey, Arc<Entry>>>,
     last: Mutex<Option<Replay>>,
+}
+
+/// A session's key: its caller (`Caller`'s text) and the name it gave.
+type SessionKey = (String, String);
+
+fn key_of(caller: &Caller, name: &str) -> SessionKey {
+    (caller.to_string(), name.to_owned())
 }
 
 type Answer = Result<axum::Json<Value>, SwerexError>;
 
 impl SwerexState {
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Entry>>> {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Arc<Entry>>> {
         self.sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -109,8 +118,9 @@ impl SwerexState {
         files::Files::granted(&self.broker, caller, &self.base, op, paths)
     }
 
-    fn entry(&self, name: &str) -> Result<Arc<Entry>, SwerexError> {
-        self.sessions().get(name).cloned().ok_or_else(|| {
+    fn entry(&self, key: &SessionKey) -> Result<Arc<Entry>, SwerexError> {
+        let name = &key.1;
+        self.sessions().get(key).cloned().ok_or_else(|| {
             SwerexError::raise(
                 PyClass::SessionDoesNotExist,
                 format!("session {} does not exist", pyrepr::string(name)),
@@ -138,7 +148,7 @@ async fn close_entry(entry: &Entry) {
 /// Serves the SWE-ReX API on `listener` until `shared.shutdown`; every
 /// session is killed before it returns.
 pub(crate) async fn serve(listener: TcpListener, shared: DoorContext) -> Result<(), String> {
-    session::sweep_stale_dirs();
+    session::sweep_stale_dirs(&shared.broker);
     let state = Arc::new(SwerexState {
         base: files::base_dir(shared.broker.root()),
         replay_keys: std::hash::RandomState::new(),
@@ -328,7 +338,8 @@ async fn create_session(
             format!("session {} already exists", request.session),
         )
     };
-    if state.sessions().contains_key(&request.session) {
+    let key = key_of(&caller, &request.session);
+    if state.sessions().contains_key(&key) {
         return Err(exists());
     }
     let (session, output) = BashSession::start(&state.broker, &caller, &request).await?;
@@ -338,11 +349,12 @@ async fn create_session(
     });
     let raced = {
         let mut sessions = state.sessions();
-        if sessions.contains_key(&request.session) {
-            true
-        } else {
-            sessions.insert(request.session.clone(), entry.clone());
-            false
+        match sessions.entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => true,
+            std::collections::hash_map::Entry::Vacant(seat) => {
+                seat.insert(entry.clone());
+                false
+            }
         }
     };
     if raced {
@@ -354,14 +366,19 @@ async fn create_session(
     ))
 }
 
-async fn run_in_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
+async fn run_in_session(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Answer {
     engine::check_raw_commands(&state.broker)?;
     let action = model::parse_action(&body)?;
     let name = match &action {
         Action::Bash(a) => a.session.clone(),
         Action::Interrupt(i) => i.session.clone(),
     };
-    let entry = state.entry(&name)?;
+    let key = key_of(&caller, &name);
+    let entry = state.entry(&key)?;
     let mut guard = match entry.session.try_lock() {
         Ok(guard) => guard,
         Err(_) => {
@@ -387,8 +404,8 @@ async fn run_in_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> A
         guard.take();
         drop(guard);
         let mut sessions = state.sessions();
-        if sessions.get(&name).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
-            sessions.remove(&name);
+        if sessions.get(&key).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+            sessions.remove(&key);
         }
     }
     let observation = outcome?;
@@ -397,9 +414,13 @@ async fn run_in_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> A
         .map_err(|e| SwerexError::Internal(e.to_string()))
 }
 
-async fn close_session(State(state): State<Arc<SwerexState>>, body: Bytes) -> Answer {
+async fn close_session(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Answer {
     let request: model::CloseSession = model::parse_session_request(&body)?;
-    let entry = state.sessions().remove(&request.session);
+    let entry = state.sessions().remove(&key_of(&caller, &request.session));
     let Some(entry) = entry else {
         return Err(SwerexError::raise(
             PyClass::SessionDoesNotExist,

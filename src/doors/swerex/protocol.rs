@@ -1,13 +1,16 @@
 //! How a persistent bash on a PTY tells us where one command's output ends
 //! and how it exited, without typing the command itself into the terminal.
 //!
-//! The session's rc file sets `PS1` to a marker holding a random nonce and
-//! the number of the current command (`PS2`, `PS0` and `PROMPT_COMMAND`
-//! empty, echo off). Each command is written to a file of the session
-//! directory; what is typed is one short line:
+//! The session's rc file sets `PS1` to a marker holding a random nonce, the
+//! number of the current command and how it ended (`PS2`, `PS0` and
+//! `PROMPT_COMMAND` empty, echo off). Each command is written to a file of
+//! the session directory, which lies in agent-reach's state directory: the
+//! shell reads it, and no command of any door can write there (the shell
+//! writes nothing of its own, so a session works under `read-only` too).
+//! What is typed is one short line:
 //!
 //! ```text
-//! __ar_n=N; __ar_s=r; if BASH -n <CMD 2>SYNTAX; then builtin source CMD; else __ar_s=s$?; fi; builtin printf '%s %s %s' N "$?" "$__ar_s" >STATUS
+//! __ar_n=N; __ar_st=; __ar_s=r; if BASH -n <CMD; then builtin source CMD; else __ar_s=s$?; fi; __ar_st="$? $__ar_s"
 //! ```
 //!
 //! so the command runs at the top level of the shell (cwd, variables,
@@ -16,10 +19,11 @@
 //! terminal line holds 4095 bytes), and the command never reads our marker
 //! as its input. The prompt after the line is the marker with `N`, so a
 //! prompt left over from an earlier command (an interrupt's) cannot end the
-//! wait; then `STATUS` says how command `N` ended. A ^C aborts the whole
-//! line, so `STATUS` keeps an older `N` and the command has no exit code.
+//! wait, and it carries how command `N` ended (`$?` and `r`, or `sCODE`
+//! when `bash -n` refused it: its message is then the whole output). A ^C
+//! aborts the whole line, so the prompt carries no status and the command
+//! has no exit code.
 
-use crate::broker::scratch::ScratchGuard;
 use std::path::{Path, PathBuf};
 
 use regex::Regex;
@@ -50,7 +54,10 @@ impl ShellProtocol {
     /// The protocol of a session whose files live in `dir`, checked with
     /// the bash at `bash`, marked with `nonce` (random, name-safe).
     pub(crate) fn new(dir: &Path, bash: &Path, nonce: &str) -> Result<Self, regex::Error> {
-        let any = format!("@@agent-reach-prompt-{}-[0-9]*@@", regex::escape(nonce));
+        let any = format!(
+            "@@agent-reach-prompt-{}-[0-9]*-[^@\\n]*@@",
+            regex::escape(nonce)
+        );
         Ok(Self {
             any_prompt: Regex::new(&any)?,
             nonce: nonce.to_owned(),
@@ -59,9 +66,28 @@ impl ShellProtocol {
         })
     }
 
-    /// The prompt after command `n`: it ends that command's output.
-    pub(crate) fn prompt(&self, n: u64) -> String {
-        format!("@@agent-reach-prompt-{}-{n}@@", self.nonce)
+    /// The prompt after command `n`, which ended as `status` (`"0 r"`, or
+    /// empty when it was interrupted).
+    #[cfg(test)]
+    fn prompt(&self, n: u64, status: &str) -> String {
+        format!("@@agent-reach-prompt-{}-{n}-{status}@@", self.nonce)
+    }
+
+    /// The prompt after command `n`, whatever its status: it ends that
+    /// command's output.
+    pub(crate) fn prompt_after(&self, n: u64) -> Regex {
+        let pattern = format!(
+            "@@agent-reach-prompt-{}-{n}-([^@\\n]*)@@",
+            regex::escape(&self.nonce)
+        );
+        Regex::new(&pattern).unwrap_or_else(|_| self.any_prompt.clone())
+    }
+
+    /// How command `n` ended, from the prompt after it in `text`; `None`
+    /// when it was interrupted (or that prompt is not there).
+    pub(crate) fn status_in(&self, text: &str, n: u64) -> Option<Status> {
+        let found = self.prompt_after(n).captures_iter(text).last()?;
+        parse_status(found.get(1)?.as_str())
     }
 
     /// Any prompt of this shell.
@@ -95,7 +121,7 @@ impl ShellProtocol {
     /// as conda change it).
     fn reset_line(&self) -> String {
         format!(
-            "PS1='@@agent-reach-prompt-{}-${{__ar_n}}@@'; PS2=''; PS0=''; unset PROMPT_COMMAND",
+            "PS1='@@agent-reach-prompt-{}-${{__ar_n}}-${{__ar_st}}@@'; PS2=''; PS0=''; unset PROMPT_COMMAND",
             self.nonce
         )
     }
@@ -115,30 +141,13 @@ impl ShellProtocol {
         self.dir.join("command")
     }
 
-    pub(crate) fn syntax_path(&self) -> PathBuf {
-        self.dir.join("syntax")
-    }
-
-    fn status_path(&self) -> PathBuf {
-        self.dir.join("status")
-    }
-
     /// The line that runs command number `n` (already in its file).
     pub(crate) fn run_line(&self, n: u64) -> String {
         let command = quote_path(&self.command_path());
         format!(
-            "__ar_n={n}; __ar_s=r; if {} -n <{command} 2>{}; then builtin source {command}; else __ar_s=s$?; fi; builtin printf '%s %s %s' {n} \"$?\" \"$__ar_s\" >{}\n",
+            "__ar_n={n}; __ar_st=; __ar_s=r; if {} -n <{command}; then builtin source {command}; else __ar_s=s$?; fi; __ar_st=\"$? $__ar_s\"\n",
             quote_path(&self.bash),
-            quote_path(&self.syntax_path()),
-            quote_path(&self.status_path()),
         )
-    }
-
-    /// How command `n` ended, or `None` when it has no status (it was
-    /// interrupted, or the file cannot be read).
-    pub(crate) fn read_status(&self, scratch: &ScratchGuard, n: u64) -> Option<Status> {
-        let text = scratch.read_to_string(&self.status_path()).ok()?;
-        parse_status(&text, n)
     }
 
     /// The text of a window without our prompts and, when the terminal
@@ -156,12 +165,9 @@ impl ShellProtocol {
     }
 }
 
-fn parse_status(text: &str, n: u64) -> Option<Status> {
+/// A prompt's status: `$?` and `r`, or `sCODE`; empty when interrupted.
+fn parse_status(text: &str) -> Option<Status> {
     let mut parts = text.split_whitespace();
-    let number: u64 = parts.next()?.parse().ok()?;
-    if number != n {
-        return None;
-    }
     let code: i32 = parts.next()?.parse().ok()?;
     let kind = parts.next()?;
     match kind.strip_prefix('s') {
@@ -194,30 +200,39 @@ mod tests {
     }
 
     #[test]
-    fn the_status_names_its_command_and_how_it_ended() {
-        assert_eq!(parse_status("7 0 r", 7), Some(Status::Ran(0)));
-        assert_eq!(parse_status("7 1 r", 7), Some(Status::Ran(1)));
-        assert_eq!(parse_status("7 0 s2", 7), Some(Status::Syntax(2)));
-        assert_eq!(parse_status("6 0 r", 7), None);
-        assert_eq!(parse_status("", 7), None);
+    fn the_prompt_says_which_command_ended_and_how() {
+        let p = protocol();
+        let text = format!("out\n{}", p.prompt(7, "1 r"));
+        assert_eq!(p.status_in(&text, 7), Some(Status::Ran(1)));
+        assert_eq!(
+            p.status_in(&p.prompt(7, "0 s2"), 7),
+            Some(Status::Syntax(2))
+        );
+        assert_eq!(p.status_in(&p.prompt(7, "0 r"), 6), None);
+        // Interrupted: the line was cut before the status was set.
+        assert_eq!(p.status_in(&p.prompt(7, ""), 7), None);
+        assert!(p.prompt_after(7).is_match(&p.prompt(7, "")));
+        assert!(!p.prompt_after(7).is_match(&p.prompt(17, "0 r")));
     }
 
     #[test]
-    fn the_run_line_checks_then_sources_the_command_file() {
+    fn the_run_line_checks_then_sources_the_command_file_and_writes_nothing() {
         let line = protocol().run_line(3);
-        assert!(line.starts_with("__ar_n=3; __ar_s=r; if '/bin/bash' -n <'/tmp/s d/command'"));
+        assert!(line.starts_with(
+            "__ar_n=3; __ar_st=; __ar_s=r; if '/bin/bash' -n <'/tmp/s d/command'; then"
+        ));
         assert!(line.contains("builtin source '/tmp/s d/command'"));
-        assert!(line.ends_with(">'/tmp/s d/status'\n"));
+        assert!(!line.contains('>'), "the shell writes no file: {line}");
         assert!(line.len() < 4095);
     }
 
     #[test]
     fn cleaning_drops_our_prompt_and_an_echoed_line() {
         let p = protocol();
-        let text = format!("hello\n{}", p.prompt(4));
+        let text = format!("hello\n{}", p.prompt(4, "0 r"));
         assert_eq!(p.clean(&text), "hello\n");
-        assert!(p.any_prompt().is_match(&p.prompt(0)));
-        let echoed = format!("{}hi\n{}", p.run_line(1), p.prompt(1));
+        assert!(p.any_prompt().is_match(&p.prompt(0, "")));
+        let echoed = format!("{}hi\n{}", p.run_line(1), p.prompt(1, "0 r"));
         assert_eq!(p.clean(&echoed), "hi\n");
     }
 
@@ -227,7 +242,7 @@ mod tests {
         let bashrc = rc.find(".bashrc").unwrap();
         let source = rc.find("builtin source '/a b.sh'").unwrap();
         let prompt = rc
-            .find("PS1='@@agent-reach-prompt-abc-${__ar_n}@@'")
+            .find("PS1='@@agent-reach-prompt-abc-${__ar_n}-${__ar_st}@@'")
             .unwrap();
         assert!(bashrc < source && source < prompt);
     }

@@ -71,8 +71,8 @@ const SESSION_DIR_PREFIX: &str = "agent-reach-swerex-";
 
 /// Removes the session directories of servers that are gone (killed
 /// before they could). Called when the listener starts.
-pub(crate) fn sweep_stale_dirs() {
-    crate::broker::scratch::sweep_stale(SESSION_DIR_PREFIX);
+pub(crate) fn sweep_stale_dirs(broker: &Broker) {
+    crate::broker::scratch::sweep_stale(&broker.scratch_root(), SESSION_DIR_PREFIX);
 }
 
 /// A live bash session.
@@ -103,7 +103,7 @@ impl BashSession {
         request: &CreateSession,
     ) -> Result<(Self, String), SwerexError> {
         let bash = find_bash(broker)?;
-        let scratch = ScratchGuard::new(SESSION_DIR_PREFIX)
+        let scratch = ScratchGuard::new_in(&broker.scratch_root(), SESSION_DIR_PREFIX)
             .map_err(|e| SwerexError::Internal(format!("cannot make a session directory: {e}")))?;
         let protocol = ShellProtocol::new(scratch.path(), &bash, &nonce())
             .map_err(|e| SwerexError::Internal(format!("bad prompt pattern: {e}")))?;
@@ -131,7 +131,7 @@ impl BashSession {
             max_wait: Duration::from_millis(broker.limits().max_timeout_ms),
         };
         let timeout = SHELL_START_GRACE + seconds(request.startup_timeout);
-        let first = literal(&session.protocol.prompt(0));
+        let first = session.protocol.prompt_after(0);
         let end = session.wait(Some(Instant::now() + timeout), &first).await;
         let output = session.take_clean();
         match end {
@@ -216,19 +216,18 @@ impl BashSession {
             .map_err(|e| SwerexError::Internal(format!("cannot write {}: {e}", path.display())))?;
         self.type_line(&self.protocol.run_line(n))?;
         let deadline = Some(Instant::now() + self.wait_for(action.timeout));
-        let prompt = literal(&self.protocol.prompt(n));
+        let prompt = self.protocol.prompt_after(n);
         match self.wait(deadline, &prompt).await {
             WaitEnd::Matched => {}
             WaitEnd::Deadline => return Err(self.timed_out(action).await),
             WaitEnd::Exited => return Err(self.shell_exited()),
         }
-        let output = self.take_clean();
-        let status = self.protocol.read_status(&self.scratch, n);
+        let raw = self.exec.take_output(&RenderOptions::default()).text;
+        let status = self.protocol.status_in(&raw, n);
+        let output = self.protocol.clean(&raw);
         if let Some(Status::Syntax(code)) = status {
-            let stderr = self
-                .scratch
-                .read_to_string(&self.protocol.syntax_path())
-                .unwrap_or_default();
+            // Nothing ran: what the window holds is `bash -n`'s message.
+            let stderr = output;
             let message = format!(
                 "Error (exit code {code}) while checking bash command \n{}\n---- Stderr ----\n{stderr}\n---- Stdout ----\n",
                 pyrepr::string(&action.command)
@@ -447,7 +446,7 @@ impl BashSession {
         let n = self.commands;
         let line = format!("__ar_n={n}; {}", self.protocol.restore_line());
         if self.type_line(&line).is_ok() {
-            let prompt = literal(&self.protocol.prompt(n));
+            let prompt = self.protocol.prompt_after(n);
             let _ = self
                 .wait(Some(Instant::now() + RESTORE_TIMEOUT), &prompt)
                 .await;
@@ -516,16 +515,6 @@ impl BashSession {
             None => (self.protocol.clean(text), String::new()),
         }
     }
-}
-
-/// A pattern matching `text` literally.
-fn literal(text: &str) -> Regex {
-    Regex::new(&regex::escape(text)).unwrap_or_else(|_| never())
-}
-
-#[expect(clippy::expect_used, reason = "a constant pattern that compiles")]
-fn never() -> Regex {
-    Regex::new("[^\\s\\S]").expect("the empty class compiles")
 }
 
 /// A non-negative, finite number of seconds (pydantic floats) as a duration.

@@ -38,6 +38,7 @@ pub(crate) struct FileSettings {
     pub(crate) secrets_file: Option<PathBuf>,
     pub(crate) scheduler_global: Option<usize>,
     pub(crate) scheduler_queue: Option<usize>,
+    pub(crate) scheduler_per_caller: Option<usize>,
     pub(crate) groups: BTreeMap<String, usize>,
     pub(crate) sandbox_default: Option<Policy>,
     pub(crate) sandbox_network: Option<Network>,

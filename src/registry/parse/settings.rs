@@ -28,7 +28,7 @@ const TOP_KEYS: &[&str] = &[
     "profiles",
     "tools",
 ];
-const SCHEDULER_KEYS: &[&str] = &["global", "queue", "groups"];
+const SCHEDULER_KEYS: &[&str] = &["global", "queue", "groups", "per_caller"];
 const SANDBOX_KEYS: &[&str] = &["default", "writable_roots", "best_effort", "network"];
 const PROFILE_KEYS: &[&str] = &[
     "description",
@@ -90,6 +90,10 @@ impl Walker<'_> {
                 }
                 "queue" => {
                     self.out.settings.scheduler_queue = self.count(node, "scheduler.queue", 0)
+                }
+                "per_caller" => {
+                    self.out.settings.scheduler_per_caller =
+                        self.count(node, "scheduler.per_caller", 1)
                 }
                 "groups" => {
                     let Some(groups) = self.table(node, "scheduler.groups") else {
