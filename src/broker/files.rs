@@ -33,7 +33,7 @@ pub(crate) struct Placed {
 
 /// An absolute path beneath neither the root nor a writable root.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("path {path:?} is outside the sandbox root {}{}", root.display(), also(writable))]
+#[error("path {path:?} is outside the sandbox root {} (serve --root){}", root.display(), also(writable))]
 pub(crate) struct OutsideReach {
     pub(crate) path: String,
     pub(crate) root: PathBuf,

@@ -56,6 +56,16 @@ pub(crate) enum BrokerError {
     Busy(#[from] asking::NoSlot),
 }
 
+/// Why a caller's path was given no place: the policy refused the
+/// operation, or the path lies beyond the root and the writable roots.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlaceError {
+    #[error("{}", .0.message)]
+    Refused(Rejection),
+    #[error(transparent)]
+    Outside(files::OutsideReach),
+}
+
 impl From<Rejection> for BrokerError {
     fn from(rejection: Rejection) -> Self {
         BrokerError::Refused(rejection)
@@ -354,9 +364,11 @@ impl Broker {
         caller: &Caller,
         op: FileOp,
         path: &str,
-    ) -> Result<files::Placed, String> {
-        let files = self.files(caller, op, &[path]).map_err(|r| r.message)?;
-        files.place(path).map_err(|e| e.to_string())
+    ) -> Result<files::Placed, PlaceError> {
+        let files = self
+            .files(caller, op, &[path])
+            .map_err(PlaceError::Refused)?;
+        files.place(path).map_err(PlaceError::Outside)
     }
 
     /// Plans `request` for `caller`: callers take turns in the scheduler,

@@ -408,3 +408,46 @@ fn envelope(message: &Value) -> Vec<u8> {
     out.extend_from_slice(&payload);
     out
 }
+
+#[test]
+fn codex_exec_fs_reaches_the_writable_roots_as_every_door_does() {
+    let env = TestEnv::new();
+    let cache = env.root.path().join("cache");
+    let elsewhere = env.root.path().join("elsewhere");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let registry = format!(
+        "allow_raw_commands = true\n[sandbox]\ndefault = \"workspace-write\"\nwritable_roots = [{:?}]\n",
+        cache.display().to_string()
+    );
+    let server = Server::start_in(env, &registry, &["codex-exec"], &[], &[]);
+    runtime().block_on(async {
+        use super::codex_exec::client::Client;
+        let mut client = Client::connect(server.addrs["codex-exec"], None)
+            .await
+            .unwrap();
+        client.handshake().await;
+        let data = "Y2FjaGVk"; // "cached"
+        let uri = |p: &std::path::Path| format!("file://{}", p.display());
+        let wrote = client
+            .call(
+                "fs/writeFile",
+                json!({"path": uri(&cache.join("made.txt")), "dataBase64": data, "sandbox": null}),
+            )
+            .await;
+        assert_eq!(wrote["result"], json!({}), "{wrote}");
+        assert_eq!(
+            std::fs::read_to_string(cache.join("made.txt")).unwrap(),
+            "cached"
+        );
+        let outside = client
+            .call(
+                "fs/writeFile",
+                json!({"path": uri(&elsewhere.join("x")), "dataBase64": data, "sandbox": null}),
+            )
+            .await;
+        assert_eq!(outside["error"]["code"], -32600, "{outside}");
+        assert!(!elsewhere.join("x").exists());
+        client.close().await;
+    });
+}

@@ -18,6 +18,7 @@ use super::protocol::{
     ByteChunk, FsGetMetadataResponse, FsPathParams, FsReadDirectoryEntry, FsReadDirectoryResponse,
     FsReadFileResponse, FsWriteFileParams, RpcError, codes,
 };
+use crate::broker::PlaceError;
 use crate::plan::FileOp;
 use crate::workspace::manage::StatKind;
 use crate::workspace::upload::blocking;
@@ -189,29 +190,31 @@ pub(crate) async fn remove(conn: &Connection, raw: Value) -> Result<Value, RpcEr
     }
 }
 
-/// The broker's word on `op` over Codex's URI `uri`: the workspace and
-/// the path relative to the root.
+/// The broker's word on `op` over Codex's URI `uri`: the workspace it is
+/// placed in (the root or one of the policy's writable roots, as at every
+/// door) and the path relative to that workspace.
 fn workspace_for(
     conn: &Connection,
     op: FileOp,
     uri: &str,
 ) -> Result<(Workspace, String), RpcError> {
-    let rel = super::uri::in_root(conn.broker.root(), uri).map_err(|e| match e {
-        super::uri::UriError::OutsideRoot { .. } if !op.writes() => {
-            RpcError::new(codes::NOT_FOUND, format!("not found: {e}"))
-        }
-        super::uri::UriError::OutsideRoot { .. } => {
-            RpcError::new(codes::INVALID_REQUEST, e.to_string())
-        }
-        other => RpcError::invalid_params(other.to_string()),
-    })?;
-    let files = conn.broker.files(&conn.caller, op, &[&rel]).map_err(|r| {
-        RpcError::new(
-            codes::INVALID_REQUEST,
-            format!("{} (error kind {})", r.message, r.kind),
-        )
-    })?;
-    Ok((files.workspace().clone(), rel))
+    let path = super::uri::to_path(uri).map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    let placed = conn
+        .broker
+        .place(&conn.caller, op, &path.to_string_lossy())
+        .map_err(|e| match e {
+            PlaceError::Outside(outside) if !op.writes() => {
+                RpcError::new(codes::NOT_FOUND, format!("not found: {outside}"))
+            }
+            PlaceError::Outside(outside) => {
+                RpcError::new(codes::INVALID_REQUEST, outside.to_string())
+            }
+            PlaceError::Refused(r) => RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("{} (error kind {})", r.message, r.kind),
+            ),
+        })?;
+    Ok((placed.workspace, placed.rel))
 }
 
 /// Refuses `target` unless the directory holding it exists (`NotFound`).

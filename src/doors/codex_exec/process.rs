@@ -126,11 +126,10 @@ async fn start_process(
 
 /// Codex's working directory URI, confined beneath the root.
 fn workdir(conn: &Connection, cwd: &str) -> Result<std::path::PathBuf, RpcError> {
-    let root = conn.broker.root();
-    let rel = super::uri::in_root(root, cwd)
-        .map_err(|e| RpcError::invalid_params(format!("cwd: {e}")))?;
+    let path =
+        super::uri::to_path(cwd).map_err(|e| RpcError::invalid_params(format!("cwd: {e}")))?;
     conn.broker
-        .locate(&root.join(rel))
+        .locate(&path)
         .map_err(|e| RpcError::invalid_params(format!("cwd: {e}")))
 }
 

@@ -1,7 +1,6 @@
 //! Codex names every path as a `file://` URI (`file:///home/user/x`,
-//! percent-encoded). A URI is read into the absolute path it names, then
-//! taken relative to `--root` for the workspace, which resolves it beneath
-//! the root by the kernel; a path elsewhere is outside this environment.
+//! percent-encoded). A URI is read into the absolute path it names; the
+//! broker places that path (`Broker::place`) as it does every door's.
 
 use std::path::{Path, PathBuf};
 
@@ -12,8 +11,6 @@ pub(crate) enum UriError {
     NotFileUri { uri: String },
     #[error("{uri:?} has a bad percent escape")]
     BadEscape { uri: String },
-    #[error("{} is outside the root {} (agent-reach serve --root)", path.display(), root.display())]
-    OutsideRoot { path: PathBuf, root: PathBuf },
 }
 
 /// The absolute path a `file://` URI names.
@@ -49,19 +46,6 @@ pub(crate) fn from_path(path: &Path) -> String {
         }
     }
     out
-}
-
-/// The URI's path relative to `root` (empty for the root itself), as the
-/// workspace takes it.
-pub(crate) fn in_root(root: &Path, uri: &str) -> Result<String, UriError> {
-    let path = to_path(uri)?;
-    match path.strip_prefix(root) {
-        Ok(rest) => Ok(rest.to_string_lossy().into_owned()),
-        Err(_) => Err(UriError::OutsideRoot {
-            path,
-            root: root.to_path_buf(),
-        }),
-    }
 }
 
 fn decode(text: &str) -> Option<Vec<u8>> {
@@ -106,15 +90,5 @@ mod tests {
         let uri = from_path(path);
         assert_eq!(uri, "file:///w/sub%20dir/%C3%BC.txt");
         assert_eq!(to_path(&uri).unwrap(), path);
-    }
-
-    #[test]
-    fn only_paths_beneath_the_root_are_reachable() {
-        let root = Path::new("/w");
-        assert_eq!(in_root(root, "file:///w/a/b").unwrap(), "a/b");
-        assert_eq!(in_root(root, "file:///w").unwrap(), "");
-        let err = in_root(root, "file:///.git").unwrap_err();
-        assert!(err.to_string().contains("--root"), "{err}");
-        assert!(in_root(root, "file:///work/x").is_err());
     }
 }

@@ -56,7 +56,7 @@ pub(crate) fn permit(
     let placed = state
         .broker
         .place(caller, op, path)
-        .map_err(ApiError::forbidden)?;
+        .map_err(|why| ApiError::forbidden(why.to_string()))?;
     Ok((placed.workspace, tidy(&placed.rel)))
 }
 

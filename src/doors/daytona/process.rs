@@ -103,11 +103,8 @@ pub(crate) fn workdir(broker: &Broker, cwd: Option<&str>) -> Result<Option<PathB
     let Some(dir) = cwd.filter(|d| !d.trim().is_empty()) else {
         return Ok(None);
     };
-    let root = broker.root();
-    let rel = crate::doors::envd::paths::in_root(root, dir)
-        .map_err(|e| ApiError::forbidden(format!("cwd: {e}")))?;
     broker
-        .locate(&root.join(rel))
+        .locate(std::path::Path::new(dir))
         .map(Some)
         .map_err(|e| ApiError::forbidden(format!("cwd: {e}")))
 }

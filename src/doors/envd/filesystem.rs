@@ -217,7 +217,7 @@ pub(crate) fn workspace_for(
     let placed = state
         .broker
         .place(caller, op, path)
-        .map_err(|why| ConnectError::new(Code::PermissionDenied, why))?;
+        .map_err(|why| ConnectError::new(Code::PermissionDenied, why.to_string()))?;
     Ok((placed.workspace, placed.rel))
 }
 

@@ -107,7 +107,7 @@ fn permit(
     let placed = state
         .broker
         .place(caller, op, path)
-        .map_err(|why| HttpError::new(StatusCode::FORBIDDEN, why))?;
+        .map_err(|why| HttpError::new(StatusCode::FORBIDDEN, why.to_string()))?;
     Ok((placed.workspace, placed.rel))
 }
 
@@ -310,7 +310,9 @@ pub(crate) async fn init(
         ));
     }
     if let Some(dir) = &init.default_workdir {
-        super::paths::in_root(state.broker.root(), dir)
+        state
+            .broker
+            .locate(std::path::Path::new(dir))
             .map_err(|e| HttpError::new(StatusCode::FORBIDDEN, e.to_string()))?;
     }
     state.init.set(init.env_vars, init.default_workdir);

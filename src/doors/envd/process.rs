@@ -371,12 +371,9 @@ async fn start_process(
 
 /// A command's working directory: an E2B path, confined beneath the root.
 fn workdir(state: &EnvdState, dir: &str) -> Result<PathBuf, ConnectError> {
-    let root = state.broker.root();
-    let rel = super::paths::in_root(root, dir)
-        .map_err(|e| ConnectError::new(Code::PermissionDenied, format!("cwd: {e}")))?;
     state
         .broker
-        .locate(&root.join(rel))
+        .locate(std::path::Path::new(dir))
         .map_err(|e| ConnectError::new(Code::PermissionDenied, format!("cwd: {e}")))
 }
 

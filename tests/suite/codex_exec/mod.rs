@@ -8,7 +8,7 @@
 //! the connection's end killing what its processes started. The real Codex
 //! drives the door in tests/codex/run.sh.
 
-mod client;
+pub(crate) mod client;
 
 use std::path::Path;
 use std::process::Stdio;
