@@ -162,7 +162,8 @@ impl Broker {
         self.inner.workspace.is_ready()
     }
 
-    /// The server's own environment, agent-reach's internals left out.
+    /// The whitelisted base of the server's environment (what a door's
+    /// command may start from), agent-reach's internals left out.
     pub(crate) fn server_env(&self) -> &BTreeMap<OsString, OsString> {
         &self.inner.env
     }

@@ -63,7 +63,18 @@ pub(crate) fn owner_of(prefix: &str, name: &str) -> Option<i32> {
     pid.parse().ok().filter(|&pid| pid > 0)
 }
 
-/// Removes the scratch directories named with `prefix` whose server is
+/// The pid in a scratch directory's name whatever its door's prefix
+/// (`<prefix><pid>-<random>`, the random part without `-`).
+fn any_owner(name: &str) -> Option<i32> {
+    let (head, random) = name.rsplit_once('-')?;
+    if random.is_empty() {
+        return None;
+    }
+    head.rsplit('-').next()?.parse().ok().filter(|&pid| pid > 0)
+}
+
+/// Removes the scratch directories named with `prefix` (every door's when
+/// empty) whose server is
 /// gone (killed before it could): ours by uid, their owning pid dead.
 /// Returns the directories removed.
 pub(crate) fn sweep_stale(parent: &Path, prefix: &str) -> Vec<PathBuf> {
@@ -75,7 +86,14 @@ pub(crate) fn sweep_stale(parent: &Path, prefix: &str) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| owner_of(prefix, n)) else {
+        let owner = |n: &str| {
+            if prefix.is_empty() {
+                any_owner(n)
+            } else {
+                owner_of(prefix, n)
+            }
+        };
+        let Some(pid) = name.to_str().and_then(owner) else {
             continue;
         };
         let alive = !matches!(
@@ -97,6 +115,12 @@ pub(crate) fn sweep_stale(parent: &Path, prefix: &str) -> Vec<PathBuf> {
         }
     }
     removed
+}
+
+/// Removes every door's scratch directories whose server is gone, under
+/// the state directory `home`.
+pub(crate) fn sweep_all(home: &Path) -> Vec<PathBuf> {
+    sweep_stale(&scratch_root(home), "")
 }
 
 /// Where the scratch directories of a server whose state directory is
@@ -142,6 +166,8 @@ mod tests {
         assert_eq!(owner_of(p, "agent-reach-swerex-0-x"), None);
         assert_eq!(owner_of(p, "agent-reach-swerex-12-"), None);
         assert_eq!(owner_of(p, "other-12-x"), None);
+        assert_eq!(any_owner("agent-reach-swerex-4242-aB3dE9"), Some(4242));
+        assert_eq!(any_owner("agent-reach-swerex-x-aB3dE9"), None);
     }
 
     #[test]

@@ -129,6 +129,15 @@ pub(crate) fn dead_owners_dirs(base: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// What an agent-reach that died without cleaning up (SIGKILL) left in
+/// our cgroup, removed now rather than at the first command: a server
+/// calls it as it starts.
+pub(crate) fn remove_stale() {
+    if let Some(base) = own_cgroup_dir() {
+        remove_stale_once(base);
+    }
+}
+
 /// Once per process: cgroups left by an agent-reach that died without
 /// cleaning up (SIGKILL) are emptied, killing what still runs in them
 /// (escapees of its commands), and removed.

@@ -257,6 +257,14 @@ pub(crate) fn v1_pids_path(cgroups: &str) -> Option<&str> {
     })
 }
 
+/// The v1 `pids` groups a dead agent-reach left, removed now (a server
+/// calls it as it starts).
+pub(crate) fn remove_stale() {
+    if let Some(base) = own_v1_pids_dir() {
+        remove_stale_once(base);
+    }
+}
+
 /// Once per process: v1 groups left by an agent-reach that died without
 /// cleaning up are removed (those still holding a process stay).
 fn remove_stale_once(base: &Path) {

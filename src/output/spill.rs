@@ -16,7 +16,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::spill_lock::{self, LockedFile};
@@ -36,6 +36,11 @@ pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// Marks the time of the last scan (its modification time); it sits next
 /// to the spill directory, which then holds only spill files.
 const SCAN_MARKER: &str = "spill.last-scan";
+
+/// Spill files this process made since its last scan of the store.
+static CREATED_SINCE_SCAN: AtomicUsize = AtomicUsize::new(0);
+/// How many files the last scan of this process left (the new one counted).
+static LEFT_AT_SCAN: AtomicUsize = AtomicUsize::new(0);
 
 /// How often (in bytes written by one writer) the store cap is re-checked.
 const CAP_CHECK_INTERVAL: u64 = 4 * 1024 * 1024;
@@ -111,6 +116,15 @@ impl SpillStore {
     /// ran within the scan interval (by any process: the time is the
     /// modification time of a marker file in the store).
     fn enforce_cap_if_due(&self, reserve: u64) {
+        // The file count holds whatever the interval: files this process
+        // made since its last scan, on top of what that scan left, force
+        // the next scan once they could pass [`MAX_SPILL_FILES`].
+        let made = CREATED_SINCE_SCAN.fetch_add(1, Ordering::Relaxed) + 1;
+        if made + LEFT_AT_SCAN.load(Ordering::Relaxed) >= MAX_SPILL_FILES {
+            let _ = File::create(self.inner.dir.with_file_name(SCAN_MARKER));
+            self.enforce_cap(reserve);
+            return;
+        }
         let marker = self.inner.dir.with_file_name(SCAN_MARKER);
         let recent = fs::metadata(&marker)
             .and_then(|meta| meta.modified())
@@ -177,6 +191,7 @@ impl SpillStore {
         let mut total: u64 = files.iter().map(|(_, len, _)| len).sum();
         // Room for the file about to be created.
         let mut count = files.len() + 1;
+        CREATED_SINCE_SCAN.store(0, Ordering::Relaxed);
         files.sort();
         for (_, len, path) in files {
             if total.saturating_add(reserve) <= self.inner.cap_bytes && count <= MAX_SPILL_FILES {
@@ -187,6 +202,7 @@ impl SpillStore {
                 count -= 1;
             }
         }
+        LEFT_AT_SCAN.store(count, Ordering::Relaxed);
         total
     }
 }
@@ -413,6 +429,20 @@ mod tests {
     fn keeps_at_most_the_file_count_cap() {
         let (_home, store) = store(u64::MAX);
         for i in 0..(MAX_SPILL_FILES + 5) {
+            let mut writer = store.create(&format!("f{i}"));
+            writer.write(b"x");
+        }
+        let files = fs::read_dir(store.dir()).unwrap().count();
+        assert!(files <= MAX_SPILL_FILES, "{files} files");
+    }
+
+    #[test]
+    fn the_file_count_cap_holds_within_the_scan_interval() {
+        let home = tempfile::tempdir().unwrap();
+        let store = SpillStore::open(home.path(), u64::MAX)
+            .unwrap()
+            .with_scan_interval(Duration::from_secs(3600));
+        for i in 0..(MAX_SPILL_FILES * 2) {
             let mut writer = store.create(&format!("f{i}"));
             writer.write(b"x");
         }

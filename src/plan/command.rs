@@ -148,8 +148,13 @@ fn command_cwd(
         // A remote caller's directory lies beneath the root, whatever it
         // names (an absolute path, `..`, a link out); one that does not
         // exist yet is the engine's to report, as the platform would.
-        Door::Listener => locate(root, root, workdir)
-            .map_err(|e| Rejection::rejected(kinds::DENIED_BY_POLICY, format!("workdir: {e}"))),
+        Door::Listener => locate(root, root, workdir).map_err(|e| {
+            if e.is_exhausted() {
+                super::resolve::workdir_refusal(e)
+            } else {
+                Rejection::rejected(kinds::DENIED_BY_POLICY, format!("workdir: {e}"))
+            }
+        }),
     }
 }
 

@@ -26,11 +26,16 @@ pub(crate) fn fence(
         .into_iter()
         .chain(writable.iter().cloned())
         .collect();
-    let read_only = crate::sandbox::fs_plan::read_only_within(
-        &roots,
-        &writable,
-        None,
-        &crate::sandbox::fs_plan::RuleFile::builtin(),
-    );
+    let rules = crate::sandbox::fs_plan::RuleFile::builtin();
+    let mut read_only = crate::sandbox::fs_plan::read_only_within(&roots, &writable, None, &rules);
+    // A `.git` made after the server started (`git init` through a door)
+    // is kept read-only too: its name at the top of each root is enough.
+    read_only.extend(roots.iter().flat_map(|root| {
+        rules
+            .protected_names
+            .iter()
+            .map(|name| root.join(name))
+            .filter(|path| !writable.contains(path))
+    }));
     crate::workspace::Fence::new(sealed, read_only)
 }

@@ -182,10 +182,20 @@ fn tool_cwd(
     Ok(fixed)
 }
 
+/// Why a caller's directory could not be located, as a rejection: the
+/// machine's limits are `resources_exhausted` (try again), anything else
+/// the caller's `invalid_workdir`.
+pub(crate) fn workdir_refusal(e: crate::workspace::locate::ConfineError) -> Rejection {
+    if e.is_exhausted() {
+        Rejection::error(kinds::RESOURCES_EXHAUSTED, format!("workdir: {e}"))
+    } else {
+        Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}"))
+    }
+}
+
 /// A directory given by the caller, confined to the project root.
 pub(crate) fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
-    let dir = locate(root, root, workdir)
-        .map_err(|e| Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}")))?;
+    let dir = locate(root, root, workdir).map_err(workdir_refusal)?;
     if !dir.is_dir() {
         return Err(Rejection::rejected(
             kinds::INVALID_WORKDIR,

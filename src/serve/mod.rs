@@ -92,6 +92,11 @@ pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
     if let Err(e) = &watchdog {
         tracing::warn!(error = %e, "no watchdog: a crash of the server could leave processes behind");
     }
+    // What a killed server left: its cgroups, v1 pids groups and the doors'
+    // scratch directories, gone before the first request rather than at it.
+    crate::exec::cgroup::remove_stale();
+    crate::exec::pids_limit::remove_stale();
+    crate::broker::scratch::sweep_all(&ctx.agent_reach_home());
     let orphans = orphans::sweep();
     if !orphans.is_empty() {
         tracing::warn!(pids = ?orphans, "killed processes a crashed agent-reach left behind");

@@ -27,6 +27,24 @@ pub(crate) enum ConfineError {
     Unresolvable { path: String, reason: String },
     #[error("path is empty")]
     Empty,
+    /// The machine, not the path: no file descriptor or memory left.
+    #[error("path {path:?} cannot be resolved now: {reason}")]
+    Exhausted { path: String, reason: String },
+}
+
+impl ConfineError {
+    /// Whether the machine's limits, not the caller's path, failed it.
+    pub(crate) fn is_exhausted(&self) -> bool {
+        matches!(self, ConfineError::Exhausted { .. })
+    }
+}
+
+/// Whether `errno` is a limit of the process or the machine.
+fn exhausted(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::EMFILE | Errno::ENFILE | Errno::ENOMEM | Errno::ENOSPC
+    )
 }
 
 /// Locates `value` (relative to `base`, or absolute) beneath `root`; `root`
@@ -46,7 +64,16 @@ pub(crate) fn locate(root: &Path, base: &Path, value: &Path) -> Result<PathBuf, 
         reason,
     };
     let rel = relative_to_root(root, base, value).ok_or_else(outside)?;
-    let root_fd = open_root(root).map_err(|e| unresolvable(e.to_string()))?;
+    let root_fd = open_root(root).map_err(|e| {
+        if exhausted(e) {
+            ConfineError::Exhausted {
+                path: shown.clone(),
+                reason: e.desc().to_owned(),
+            }
+        } else {
+            unresolvable(e.to_string())
+        }
+    })?;
     let (found, rest): (OwnedFd, Vec<&std::ffi::OsStr>) =
         match beneath::open_beneath(root_fd.as_fd(), &rel, OFlag::O_PATH) {
             Ok(fd) => (fd, Vec::new()),
@@ -78,6 +105,13 @@ fn errno_error(
 ) -> ConfineError {
     match errno {
         Errno::EXDEV | Errno::ELOOP => outside(),
+        other if exhausted(other) => match unresolvable(String::new()) {
+            ConfineError::Unresolvable { path, .. } => ConfineError::Exhausted {
+                path,
+                reason: other.desc().to_owned(),
+            },
+            same => same,
+        },
         other => unresolvable(other.desc().to_owned()),
     }
 }
@@ -125,6 +159,26 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_is_the_machines_limit_not_a_bad_path() {
+        let outside = || ConfineError::Outside {
+            path: "w".into(),
+            root: PathBuf::from("/r"),
+        };
+        let unresolvable = |reason: String| ConfineError::Unresolvable {
+            path: "w".into(),
+            reason,
+        };
+        for errno in [Errno::EMFILE, Errno::ENFILE, Errno::ENOMEM] {
+            assert!(errno_error(errno, &outside, &unresolvable).is_exhausted());
+        }
+        assert!(!errno_error(Errno::EACCES, &outside, &unresolvable).is_exhausted());
+        assert_eq!(
+            errno_error(Errno::ELOOP, &outside, &unresolvable),
+            outside()
+        );
+    }
 
     fn setup() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();

@@ -254,6 +254,17 @@ fn another_caller_cannot_use_or_close_a_swerex_session() {
         assert_eq!(body["output"].as_str().unwrap().trim(), "seen=yes");
         let (status, body) = swerex_session(&other, &server, "mine").await;
         assert_eq!(status, 200, "{body}");
+        // The other caller's `/close` ends its own sessions only.
+        let response = other
+            .post(server.url("swerex", "/close"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let (status, body) = swerex_run(&owner, &server, "mine", "echo alive").await;
+        assert_eq!(status, 200, "{body}");
+        let (status, _) = swerex_run(&other, &server, "mine", "echo alive").await;
+        assert_eq!(status, 511, "the other caller's session was not closed");
     });
 }
 
@@ -449,5 +460,53 @@ fn codex_exec_fs_reaches_the_writable_roots_as_every_door_does() {
         assert_eq!(outside["error"]["code"], -32600, "{outside}");
         assert!(!elsewhere.join("x").exists());
         client.close().await;
+    });
+}
+
+/// Sends `head` then `body` on a new connection to `addr` (with `shut`,
+/// the write side shut after it: the body ends there) and reads the first
+/// part of the answer.
+async fn raw_exchange(addr: SocketAddr, head: &str, body: &[u8], shut: bool) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    if shut {
+        stream.shutdown().await.unwrap();
+    }
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut answer))
+        .await
+        .map_or(0, |read| read.unwrap_or(0));
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+#[test]
+fn mcp_answers_malformed_json_and_a_short_body_with_a_json_rpc_parse_error() {
+    let server = Server::start("allow_raw_commands = true\n", &["mcp"], &[]);
+    let addr = server.addrs["mcp"];
+    let head = |length: usize| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {length}\r\n\r\n"
+        )
+    };
+    runtime().block_on(async {
+        let broken = b"{\"jsonrpc\":\"2.0\",";
+        let answer = raw_exchange(addr, &head(broken.len()), broken, false).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("-32700"), "{answer}");
+        let short = b"{\"a\":1}";
+        let answer = raw_exchange(addr, &head(100), short, true).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        assert!(answer.contains("-32700"), "{answer}");
+        // The control: a well-formed initialize is served.
+        let hello = serde_json::to_vec(&json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                       "clientInfo": {"name": "t", "version": "1"}}
+        }))
+        .unwrap();
+        let answer = raw_exchange(addr, &head(hello.len()), &hello, false).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     });
 }

@@ -127,8 +127,61 @@ where
         .layer(axum::middleware::from_fn(
             super::json_answers::single_answer_as_json,
         ))
+        .layer(axum::middleware::from_fn(malformed_is_a_parse_error))
         .fallback(|| async { axum::http::StatusCode::NOT_FOUND })
         .route(HEALTH_PATH, get(healthz))
+}
+
+/// JSON-RPC's "Parse error": the body is not JSON.
+const PARSE_ERROR: i64 = -32700;
+
+/// A `POST` whose body cannot be read whole (shorter than its
+/// `Content-Length`, cut by the client) or is not JSON is the client's
+/// mistake: 400 with a JSON-RPC parse error, as the JSON-RPC and MCP specs
+/// say, never rmcp's 415 or 500 in plain text. The body (at most
+/// [`MCP_MAX_BODY_BYTES`], the gate holds it to that) is read here once
+/// and handed on as it came.
+async fn malformed_is_a_parse_error(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let parse_error = |why: String| {
+        let body = axum::Json(serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": PARSE_ERROR, "message": format!("Parse error: {why}")},
+        }));
+        (axum::http::StatusCode::BAD_REQUEST, body).into_response()
+    };
+    let bytes = match axum::body::to_bytes(body, MCP_MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            // Over the limit is the gate's 413; anything else is a body
+            // that ended early or broke off.
+            let text = e.to_string();
+            if text.contains("length limit") {
+                let refusal = Refusal::TooLarge {
+                    length: u64::try_from(MCP_MAX_BODY_BYTES).unwrap_or(u64::MAX) + 1,
+                    limit: MCP_MAX_BODY_BYTES,
+                };
+                return json_rpc_refusal(&refusal);
+            }
+            return parse_error(format!("the request body could not be read whole: {text}"));
+        }
+    };
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        return parse_error(e.to_string());
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 /// A `DELETE` that ended a session answers 200 (rmcp says 202): the

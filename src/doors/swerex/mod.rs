@@ -574,9 +574,25 @@ async fn upload(
     Ok(axum::Json(json!({})))
 }
 
-/// `/close`: every session closed; the server keeps serving.
-async fn close(State(state): State<Arc<SwerexState>>) -> Answer {
-    state.close_all().await;
+/// `/close`: every session of the caller closed (another caller's live
+/// on); the server keeps serving.
+async fn close(
+    State(state): State<Arc<SwerexState>>,
+    Extension(caller): Extension<Caller>,
+) -> Answer {
+    let mine = caller.to_string();
+    let entries: Vec<Arc<Entry>> = {
+        let mut sessions = state.sessions();
+        let keys: Vec<SessionKey> = sessions
+            .keys()
+            .filter(|(c, _)| *c == mine)
+            .cloned()
+            .collect();
+        keys.iter().filter_map(|k| sessions.remove(k)).collect()
+    };
+    for entry in entries {
+        close_entry(&entry).await;
+    }
     Ok(axum::Json(json!({})))
 }
 
