@@ -107,6 +107,7 @@ pub(crate) fn plan_apply_patch(
     if let Some(sandboxed) = sandbox {
         check_workspace(planner, sandboxed, &cwd)?;
     }
+    check_patch_paths(planner, &cwd, input)?;
     let tag = crate::exec::new_session_tag();
     let env = crate::exec::child_env(&planner.config.env, &[], &[], false, &tag);
     let mut argv = vec![program.clone()];
@@ -127,6 +128,63 @@ pub(crate) fn plan_apply_patch(
         capped: Vec::new(),
         background: None,
     })
+}
+
+/// The sealed paths (the state directory, the token and secrets files)
+/// stay out of a patch's reach under every policy, `danger-full-access`
+/// included, where the patch runs unconfined: each path it names is
+/// resolved as far as it exists (links followed) and refused when sealed.
+/// A patch that does not parse is left to the personality to report.
+fn check_patch_paths(planner: &Planner, cwd: &Path, input: &str) -> Result<(), Rejection> {
+    let Ok(patch) = crate::apply_patch::parse(input) else {
+        return Ok(());
+    };
+    let fence = planner.fence();
+    let named = patch.operations.iter().flat_map(|op| {
+        let moved = match op {
+            crate::apply_patch::Operation::Update { move_to, .. } => move_to.as_ref(),
+            _ => None,
+        };
+        std::iter::once(op.path()).chain(moved)
+    });
+    for path in named {
+        let resolved = resolve_existing(&cwd.join(path));
+        if fence.seals(&resolved) {
+            return Err(Rejection::rejected(
+                kinds::DENIED_BY_POLICY,
+                format!(
+                    "apply_patch refused: {} is agent-reach's own state, the token or the secrets file, out of every file operation's reach",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `path` with its longest existing part resolved by the filesystem and
+/// the rest appended, `.` and `..` taken lexically.
+fn resolve_existing(path: &Path) -> PathBuf {
+    let parts: Vec<std::path::Component<'_>> = path.components().collect();
+    for split in (1..=parts.len()).rev() {
+        let head: PathBuf = parts[..split].iter().collect();
+        let Ok(mut resolved) = head.canonicalize() else {
+            continue;
+        };
+        // The missing rest as the patch's own paths are read: `.` dropped,
+        // `..` taking back the part before it.
+        for part in &parts[split..] {
+            match part {
+                std::path::Component::ParentDir => {
+                    resolved.pop();
+                }
+                std::path::Component::Normal(name) => resolved.push(name),
+                _ => {}
+            }
+        }
+        return resolved;
+    }
+    path.to_path_buf()
 }
 
 /// Where a raw command runs: `run` takes its directory as given; `exec` and

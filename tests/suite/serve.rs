@@ -582,6 +582,35 @@ fn apply_patch_edits_the_root_and_refuses_a_bad_patch() {
 }
 
 #[test]
+fn apply_patch_never_writes_the_state_directory_even_under_danger_full_access() {
+    run(async {
+        let env = TestEnv::new();
+        let home = env.work().join(".agent-reach");
+        let home_text = home.to_str().unwrap().to_owned();
+        let s = serve_in_env(
+            env,
+            &["--sandbox", "danger-full-access"],
+            &[("AGENT_REACH_HOME", home_text.as_str())],
+        )
+        .await;
+        for path in [".agent-reach/planted", "./sub/../.agent-reach/planted"] {
+            let patch = format!("*** Begin Patch\n*** Add File: {path}\n+x\n*** End Patch\n");
+            let text = s.err("apply_patch", json!({"input": patch})).await;
+            assert!(
+                text.contains("denied_by_policy") || text.contains("refused"),
+                "{text}"
+            );
+        }
+        assert!(!home.join("planted").exists());
+        // The control: elsewhere in the root the patch applies.
+        let patch = "*** Begin Patch\n*** Add File: fine.txt\n+ok\n*** End Patch\n";
+        s.ok("apply_patch", json!({"input": patch})).await;
+        assert!(s.env.work().join("fine.txt").exists());
+        s.close().await;
+    });
+}
+
+#[test]
 fn apply_patch_stays_in_the_root_whatever_its_workdir_or_paths_say() {
     run(async {
         let env = TestEnv::new();
