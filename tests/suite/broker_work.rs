@@ -510,3 +510,58 @@ fn mcp_answers_malformed_json_and_a_short_body_with_a_json_rpc_parse_error() {
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     });
 }
+
+#[test]
+fn envd_watchers_from_many_addresses_stop_at_the_servers_bound() {
+    let server = Server::start("allow_raw_commands = true\n", &["envd"], &[]);
+    let dir = server.env.work();
+    let url = server.url("envd", "/filesystem.Filesystem/CreateWatcher");
+    runtime().block_on(async {
+        let mut ids = Vec::new();
+        // Two callers at their own cap of 32 fill the server's 64.
+        for source in ["127.0.0.1", "127.0.0.2"] {
+            let client = client_from(source);
+            for _ in 0..32 {
+                let (status, body) = post(
+                    &client,
+                    url.clone(),
+                    json!({"path": dir.to_str().unwrap(), "recursive": false}),
+                )
+                .await;
+                assert_eq!(status, 200, "{source}: {body}");
+                ids.push((source, body["watcherId"].as_str().unwrap().to_owned()));
+            }
+        }
+        let third = client_from("127.0.0.3");
+        let (status, body) = post(
+            &third,
+            url.clone(),
+            json!({"path": dir.to_str().unwrap(), "recursive": false}),
+        )
+        .await;
+        assert_eq!(status, 429, "{body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("across every caller"),
+            "{body}"
+        );
+        // One given back: the third caller gets it.
+        let (source, id) = ids.pop().unwrap();
+        let (status, body) = post(
+            &client_from(source),
+            server.url("envd", "/filesystem.Filesystem/RemoveWatcher"),
+            json!({"watcherId": id}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = post(
+            &third,
+            url,
+            json!({"path": dir.to_str().unwrap(), "recursive": false}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    });
+}

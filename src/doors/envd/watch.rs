@@ -47,6 +47,8 @@ use crate::workspace::watch::{Change, ChangeKind, DirWatch};
 
 /// The most watchers (streams and polled ones) one caller holds at once.
 pub(crate) const MAX_WATCHERS_PER_CALLER: usize = 32;
+/// The most watchers the door holds across every caller.
+pub(crate) const MAX_WATCHERS: usize = 64;
 /// The most events a polled watcher holds between two polls.
 pub(crate) const MAX_QUEUED_EVENTS: usize = 4096;
 /// The reply header of `GetWatcherEvents` saying how many events were
@@ -89,6 +91,18 @@ impl WatchTable {
     /// A seat for one more watcher of `caller`, within the cap.
     fn seat(&self, caller: &Caller) -> Result<SeatGuard, ConnectError> {
         let mut table = crate::sync::lock(&self.inner);
+        // Beside each caller's cap, one for the server: many addresses
+        // (all of 127.0.0.0/8 is loopback) cannot add up past what the
+        // machine has (inotify instances, 128 per user by default).
+        let total: usize = table.held.values().sum();
+        if total >= MAX_WATCHERS {
+            return Err(ConnectError::new(
+                Code::ResourceExhausted,
+                format!(
+                    "the server holds its limit of {MAX_WATCHERS} directory watchers across every caller; try again once one ends"
+                ),
+            ));
+        }
         let held = table.held.entry(caller.clone()).or_default();
         if *held >= MAX_WATCHERS_PER_CALLER {
             return Err(ConnectError::new(

@@ -24,6 +24,7 @@ pub(super) const COLUMNS: &[Column] = &[
     ("fork-bomb", fork_bomb),
     ("protected", protected),
     ("server-env", server_env),
+    ("live-cap", live_cap),
 ];
 
 /// What the file outside the root holds; no answer may contain it.
@@ -587,6 +588,46 @@ fn protected(m: &Matrix, row: &dyn Wire) -> Verdict {
         !at.work(&marker).exists(),
         "a command's write landed in .git",
     );
+    cell.verdict()
+}
+
+/// (9) A live process started without a timeout ends at the operator's
+/// `[limits] max_timeout_ms` (the capped server's): its heartbeat stops.
+fn live_cap(m: &Matrix, row: &dyn Wire) -> Verdict {
+    let at = &m.capped;
+    let door = row.protocol();
+    let beat = at.work(&format!("beat-{door}"));
+    let line = format!(
+        "while :; do date +%s%N > {}; sleep 0.2; done",
+        beat.display()
+    );
+    let started = Instant::now();
+    let session = match row.open_session(at, &line) {
+        Ok(session) => session,
+        Err(Outcome::NotOffered(why)) => return Verdict::NotApplicable(format!("sessions: {why}")),
+        Err(other) => return Verdict::Failed(format!("the session was refused: {other:?}")),
+    };
+    let mut cell = Cell::default();
+    while !beat.exists() && started.elapsed() < SETTLE {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !beat.exists() {
+        session.close(at);
+        return Verdict::Failed("the session's line never ran".to_owned());
+    }
+    let cap = Duration::from_millis(super::CAP_MS);
+    std::thread::sleep((cap + Duration::from_secs(2)).saturating_sub(started.elapsed()));
+    let then = std::fs::read_to_string(&beat).unwrap_or_default();
+    std::thread::sleep(Duration::from_millis(800));
+    let now = std::fs::read_to_string(&beat).unwrap_or_default();
+    cell.check(
+        then == now,
+        format!("still beating {:?} after the cap", started.elapsed()),
+    );
+    if then == now {
+        cell.held(format!("ended at the {}-ms cap", super::CAP_MS));
+    }
+    session.close(at);
     cell.verdict()
 }
 

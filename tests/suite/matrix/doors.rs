@@ -529,16 +529,29 @@ impl super::Wire for Swerex {
         })
     }
 
-    fn open_session(&self, at: &Server, _line: &str) -> Result<Box<dyn Session>, Outcome> {
+    /// A bash session, `line` left running in its background (the
+    /// session's shell is the live process; what it started dies with it).
+    fn open_session(&self, at: &Server, line: &str) -> Result<Box<dyn Session>, Outcome> {
         let name = unique("matrix");
         let body = json!({"session": name, "session_type": "bash", "startup_source": []});
         match send(
             HTTP.post(at.url("swerex", "/create_session")).json(&body),
             wrote,
         ) {
-            Outcome::Done { .. } => Ok(Box::new(SwerexSession { name })),
-            other => Err(other),
+            Outcome::Done { .. } => {}
+            other => return Err(other),
         }
+        if !line.is_empty() {
+            let body = json!({
+                "action_type": "bash", "session": name, "timeout": 10,
+                "command": format!("( {line} ) >/dev/null 2>&1 &"),
+            });
+            let _ = send(
+                HTTP.post(at.url("swerex", "/run_in_session")).json(&body),
+                wrote,
+            );
+        }
+        Ok(Box::new(SwerexSession { name }))
     }
 
     fn write(&self, at: &Server, path: &str, content: &str) -> Outcome {

@@ -241,7 +241,12 @@ pub(crate) struct Matrix {
     pub(crate) sessions: Server,
     /// `[sandbox] default = "read-only"`.
     pub(crate) read_only: Server,
+    /// `[limits] max_timeout_ms = CAP_MS`: live processes end there.
+    pub(crate) capped: Server,
 }
+
+/// `[limits] max_timeout_ms` of the capped server.
+pub(crate) const CAP_MS: u64 = 3_000;
 
 impl Matrix {
     fn start() -> Self {
@@ -279,10 +284,15 @@ impl Matrix {
             "allow_raw_commands = true\n[sandbox]\ndefault = \"read-only\"\n",
             &[],
         );
+        let capped = Starting::spawn(
+            &format!("allow_raw_commands = true\n[limits]\nmax_timeout_ms = {CAP_MS}\n"),
+            &[],
+        );
         Self {
             main: main.listening(),
             sessions: sessions.listening(),
             read_only: read_only.listening(),
+            capped: capped.listening(),
         }
     }
 }
