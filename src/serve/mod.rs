@@ -36,6 +36,9 @@ use args::ServeArgs;
 
 /// How long the runtime may take to stop once every session is killed.
 const RUNTIME_STOP: Duration = Duration::from_secs(1);
+/// How long, at a signal, the answers of calls whose processes were just
+/// ended get to leave before the listeners close.
+const STOP_ANSWER_GRACE: Duration = Duration::from_millis(300);
 
 /// `agent-reach serve ...`: serves until the client goes away or a signal.
 pub(crate) fn main(args: ServeArgs, mut ctx: ProcessContext) -> i32 {
@@ -200,6 +203,15 @@ async fn serve(
             _ = term.recv() => None,
             _ = int.recv() => None,
         };
+        if ended.is_none() {
+            // A signal: every live process is ended first, so a call still
+            // waiting on one (an MCP exec_command, a Start stream) is
+            // answered with how it ended rather than cut off; the answers
+            // get a moment to leave before the listeners close.
+            server.shutdown().await;
+            broker.sessions().end_all().await;
+            tokio::time::sleep(STOP_ANSWER_GRACE).await;
+        }
         // Every listener stops accepting; their sessions are killed below.
         shutdown.cancel();
         let code = match ended {
