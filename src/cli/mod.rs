@@ -77,6 +77,14 @@ pub(crate) struct PassThroughArgs {
 
 /// Parses the CLI arguments and runs the subcommand.
 pub(crate) fn main(ctx: ProcessContext) -> i32 {
+    if let [only] = ctx.args.as_slice()
+        && (only == "--version" || only == "-V")
+    {
+        // What clap prints for `--version`, without building the whole
+        // command tree first (the binary's own start, issue 42).
+        println!("agent-reach {}", env!("CARGO_PKG_VERSION"));
+        return exit_code::SUCCESS;
+    }
     if ctx.args.first().is_some_and(|first| first == "run") {
         // The latency-critical subcommand: parsing it alone builds one
         // subcommand's definition instead of the whole tree.
@@ -134,5 +142,17 @@ pub(crate) fn clap_error_exit(err: &clap::Error, usage_code: i32) -> i32 {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => exit_code::SUCCESS,
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => usage_code,
         _ => usage_code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_fast_path_prints_what_clap_would() {
+        use clap::CommandFactory;
+        let clap = Cli::command().render_version();
+        assert_eq!(clap, format!("agent-reach {}\n", env!("CARGO_PKG_VERSION")));
     }
 }
