@@ -565,3 +565,42 @@ fn envd_watchers_from_many_addresses_stop_at_the_servers_bound() {
         assert_eq!(status, 200, "{body}");
     });
 }
+
+#[test]
+fn an_open_websocket_keeps_its_place_under_max_connections() {
+    let server = Server::start(
+        "allow_raw_commands = true\n",
+        &["codex-exec"],
+        &["--max-connections", "2"],
+    );
+    let addr = server.addrs["codex-exec"];
+    runtime().block_on(async {
+        use super::codex_exec::client::Client;
+        let mut first = Client::connect(addr, None).await.unwrap();
+        first.handshake().await;
+        let mut second = Client::connect(addr, None).await.unwrap();
+        second.handshake().await;
+        // Both places are held by upgraded sockets: a third connection is
+        // not served while they are open.
+        let third =
+            tokio::time::timeout(Duration::from_millis(1500), Client::connect(addr, None)).await;
+        assert!(
+            third.is_err(),
+            "a third connection was served past --max-connections 2"
+        );
+        first.close().await;
+        let mut again = None;
+        for _ in 0..50 {
+            if let Ok(Ok(client)) =
+                tokio::time::timeout(Duration::from_millis(500), Client::connect(addr, None)).await
+            {
+                again = Some(client);
+                break;
+            }
+        }
+        let mut again = again.expect("a closed socket freed its place");
+        again.handshake().await;
+        again.close().await;
+        second.close().await;
+    });
+}
