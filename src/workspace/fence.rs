@@ -114,10 +114,7 @@ impl Fence {
         if self.is_empty() {
             return Ok(());
         }
-        let path = beneath::path_of(fd).map_err(|source| WorkspaceError::Io {
-            path: shown.to_owned(),
-            source,
-        })?;
+        let path = where_is(fd, shown)?;
         let id = fstat(fd).ok().map(|s| (s.st_dev, s.st_ino));
         self.decide(&path, id, shown, access)
     }
@@ -134,10 +131,7 @@ impl Fence {
         if self.is_empty() {
             return Ok(());
         }
-        let parent = beneath::path_of(dir).map_err(|source| WorkspaceError::Io {
-            path: shown.to_owned(),
-            source,
-        })?;
+        let parent = where_is(dir, shown)?;
         let id = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
             .ok()
             .map(|s| (s.st_dev, s.st_ino));
@@ -168,6 +162,14 @@ impl Fence {
         }
         Ok(())
     }
+}
+
+/// Where the kernel says `fd` is (`shown` names it in an error).
+fn where_is(fd: BorrowedFd<'_>, shown: &str) -> Result<PathBuf, WorkspaceError> {
+    beneath::path_of(fd).map_err(|source| WorkspaceError::Io {
+        path: shown.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]

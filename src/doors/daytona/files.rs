@@ -171,7 +171,7 @@ pub(crate) async fn list(
         let entries = ws.list(&ws.resolve(&rel)?)?;
         let mut out = Vec::with_capacity(entries.len());
         for entry in entries {
-            let child = join(&rel, &entry.name);
+            let child = crate::workspace::walk::join(&rel, &entry.name);
             if let Ok(stat) = stat_followed(&ws, &child) {
                 out.push(file_info(&root, &child, &stat));
             }
@@ -180,16 +180,6 @@ pub(crate) async fn list(
     })
     .await?;
     Ok(Json(infos))
-}
-
-/// `rel/name`, `name` at the root.
-pub(crate) fn join(rel: &str, name: &str) -> String {
-    let rel = rel.trim_end_matches('/');
-    if rel.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{rel}/{name}")
-    }
 }
 
 /// `GET /files/info?path=`.
