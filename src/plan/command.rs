@@ -208,7 +208,7 @@ fn command_cwd(
         // exist yet is the engine's to report, as the platform would.
         Door::Listener => locate(root, root, workdir).map_err(|e| {
             if e.is_exhausted() {
-                super::resolve::workdir_refusal(e)
+                super::resolve::workdir_refusal(true, &e)
             } else {
                 Rejection::rejected(kinds::DENIED_BY_POLICY, format!("workdir: {e}"))
             }

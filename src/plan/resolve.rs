@@ -185,8 +185,8 @@ fn tool_cwd(
 /// Why a caller's directory could not be located, as a rejection: the
 /// machine's limits are `resources_exhausted` (try again), anything else
 /// the caller's `invalid_workdir`.
-pub(crate) fn workdir_refusal(e: crate::workspace::locate::ConfineError) -> Rejection {
-    if e.is_exhausted() {
+pub(crate) fn workdir_refusal(exhausted: bool, e: &dyn std::fmt::Display) -> Rejection {
+    if exhausted {
         Rejection::error(kinds::RESOURCES_EXHAUSTED, format!("workdir: {e}"))
     } else {
         Rejection::rejected(kinds::INVALID_WORKDIR, format!("workdir: {e}"))
@@ -195,7 +195,11 @@ pub(crate) fn workdir_refusal(e: crate::workspace::locate::ConfineError) -> Reje
 
 /// A directory given by the caller, confined to the project root.
 pub(crate) fn caller_cwd(root: &Path, workdir: &Path) -> Result<PathBuf, Rejection> {
-    let dir = locate(root, root, workdir).map_err(workdir_refusal)?;
+    // Windows' lookup has no such case: its errors are the caller's.
+    #[cfg(unix)]
+    let dir = locate(root, root, workdir).map_err(|e| workdir_refusal(e.is_exhausted(), &e))?;
+    #[cfg(windows)]
+    let dir = locate(root, root, workdir).map_err(|e| workdir_refusal(false, &e))?;
     if !dir.is_dir() {
         return Err(Rejection::rejected(
             kinds::INVALID_WORKDIR,
