@@ -14,6 +14,17 @@ use std::path::{Path, PathBuf};
 use crate::plan::FilePermit;
 use crate::workspace::Workspace;
 
+/// The file surface a door works with: the workspace a permit hands out
+/// and what its operations take and give (entries, errors, streamed
+/// bodies, watches). A door names these through the broker, never
+/// `crate::workspace` itself.
+pub(crate) mod surface {
+    pub(crate) use crate::workspace::walk::join;
+    pub(crate) use crate::workspace::{
+        Entry, EntryKind, Target, Workspace, WorkspaceError, fs, manage, upload, watch,
+    };
+}
+
 /// The workspace, for one operation the policy allowed.
 #[derive(Debug, Clone)]
 pub(crate) struct Files {

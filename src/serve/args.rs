@@ -60,14 +60,9 @@ pub(crate) struct ServeArgs {
     pub(crate) metrics_addr: Option<SocketAddr>,
     /// A variable of the server's environment that `sandboxd-rest`'s
     /// `/v1/metadata` shows (repeatable); no other is ever shown.
-    #[arg(long, value_name = "NAME", default_values_t = DEFAULT_METADATA_ENV.map(String::from))]
+    #[arg(long, value_name = "NAME", default_values_t = crate::doors::sandboxd_rest::DEFAULT_METADATA_ENV.map(String::from))]
     pub(crate) metadata_env: Vec<String>,
 }
-
-/// What `/v1/metadata` shows when the operator names nothing: the
-/// sandbox's identity, never a credential.
-pub(crate) const DEFAULT_METADATA_ENV: [&str; 3] =
-    ["SANDBOX_ID", "SANDBOX_NAME", "SANDBOX_NAMESPACE"];
 
 /// `--sandbox-id`: one URL path segment (letters, digits, `-`, `_`, `.`).
 fn parse_sandbox_id(value: &str) -> Result<String, String> {

@@ -19,10 +19,10 @@ use super::protocol::{
     FsReadFileResponse, FsWriteFileParams, RpcError, codes,
 };
 use crate::broker::PlaceError;
+use crate::broker::files::surface::manage::StatKind;
+use crate::broker::files::surface::upload::blocking;
+use crate::broker::files::surface::{EntryKind, Workspace, WorkspaceError};
 use crate::plan::FileOp;
-use crate::workspace::manage::StatKind;
-use crate::workspace::upload::blocking;
-use crate::workspace::{EntryKind, Workspace, WorkspaceError};
 
 /// The largest file `fs/readFile` returns (it travels whole, in base64).
 pub(crate) const MAX_READ_FILE_BYTES: u64 = 64 * 1024 * 1024;
@@ -218,13 +218,16 @@ fn workspace_for(
 }
 
 /// Refuses `target` unless the directory holding it exists (`NotFound`).
-fn require_parent(ws: &Workspace, target: &crate::workspace::Target) -> Result<(), WorkspaceError> {
+fn require_parent(
+    ws: &Workspace,
+    target: &crate::broker::files::surface::Target,
+) -> Result<(), WorkspaceError> {
     let Some((parent, _)) = target.split() else {
         return Ok(());
     };
     let parent = ws.resolve(&parent.to_string_lossy())?;
     match ws.node(&parent)? {
-        crate::workspace::fs::Node::Directory => Ok(()),
+        crate::broker::files::surface::fs::Node::Directory => Ok(()),
         _ => Err(WorkspaceError::NotFound {
             path: target.shown.clone(),
         }),

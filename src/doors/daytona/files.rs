@@ -29,11 +29,11 @@ use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 
 use super::{ApiError, DaytonaState};
+use crate::broker::files::surface::manage::{EntryStat, StatKind};
+use crate::broker::files::surface::upload::{blocking, read_stream, write_stream};
+use crate::broker::files::surface::{Workspace, WorkspaceError};
 use crate::gate::{Caller, MAX_BODY_BYTES};
 use crate::plan::FileOp;
-use crate::workspace::manage::{EntryStat, StatKind};
-use crate::workspace::upload::{blocking, read_stream, write_stream};
-use crate::workspace::{Workspace, WorkspaceError};
 
 /// The mode of an uploaded file.
 const UPLOAD_MODE: u32 = 0o644;
@@ -171,7 +171,7 @@ pub(crate) async fn list(
         let entries = ws.list(&ws.resolve(&rel)?)?;
         let mut out = Vec::with_capacity(entries.len());
         for entry in entries {
-            let child = crate::workspace::walk::join(&rel, &entry.name);
+            let child = crate::broker::files::surface::join(&rel, &entry.name);
             if let Ok(stat) = stat_followed(&ws, &child) {
                 out.push(file_info(&root, &child, &stat));
             }

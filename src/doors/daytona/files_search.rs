@@ -24,10 +24,10 @@ use serde_json::{Value, json};
 
 use super::files::permit;
 use super::{ApiError, DaytonaState};
+use crate::broker::files::surface::upload::blocking;
+use crate::broker::files::surface::{EntryKind, Workspace, WorkspaceError};
 use crate::gate::Caller;
 use crate::plan::FileOp;
-use crate::workspace::upload::blocking;
-use crate::workspace::{EntryKind, Workspace, WorkspaceError};
 
 /// The bytes looked at for a NUL to call a file binary (Daytona's).
 const BINARY_SNIFF: usize = 512;

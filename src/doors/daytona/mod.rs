@@ -43,10 +43,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::broker::files::surface::WorkspaceError;
 use crate::doors::DoorContext;
 use crate::gate::MAX_BODY_BYTES;
 use crate::gate::{DoorRules, Refusal};
-use crate::workspace::WorkspaceError;
 
 /// The SDK versions this door is written to (their generated clients name
 /// every field): the tests pin them.
@@ -144,9 +144,9 @@ impl From<WorkspaceError> for ApiError {
     }
 }
 
-impl From<crate::workspace::upload::UploadError> for ApiError {
-    fn from(err: crate::workspace::upload::UploadError) -> Self {
-        use crate::workspace::upload::UploadError;
+impl From<crate::broker::files::surface::upload::UploadError> for ApiError {
+    fn from(err: crate::broker::files::surface::upload::UploadError) -> Self {
+        use crate::broker::files::surface::upload::UploadError;
         match err {
             UploadError::Workspace(e) => e.into(),
             UploadError::TooLarge { .. } => {

@@ -17,11 +17,11 @@ use super::proto::filesystem::{
     EntryInfo, FileType, ListDirRequest, ListDirResponse, MakeDirRequest, MakeDirResponse,
     MoveRequest, MoveResponse, RemoveRequest, RemoveResponse, StatRequest, StatResponse,
 };
+use crate::broker::files::surface::manage::{EntryStat, StatKind};
+use crate::broker::files::surface::upload::blocking;
+use crate::broker::files::surface::{Entry, EntryKind, Workspace, WorkspaceError};
 use crate::gate::Caller;
 use crate::plan::FileOp;
-use crate::workspace::manage::{EntryStat, StatKind};
-use crate::workspace::upload::blocking;
-use crate::workspace::{Entry, EntryKind, Workspace, WorkspaceError};
 
 /// `ListDir`'s depth when the caller gives none (0).
 const DEFAULT_DEPTH: u32 = 1;

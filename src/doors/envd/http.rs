@@ -17,11 +17,11 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 
 use super::EnvdState;
+use crate::broker::files::surface::upload::{UploadError, blocking, write_stream};
+use crate::broker::files::surface::{Workspace, WorkspaceError};
 use crate::gate::Caller;
 use crate::gate::MAX_BODY_BYTES;
 use crate::plan::FileOp;
-use crate::workspace::upload::{UploadError, blocking, write_stream};
-use crate::workspace::{Workspace, WorkspaceError};
 
 /// The mode of an uploaded file.
 const UPLOAD_MODE: u32 = 0o644;
@@ -131,7 +131,7 @@ pub(crate) async fn get_file(
             (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
             (header::CONTENT_LENGTH, size.to_string()),
         ],
-        Body::from_stream(crate::workspace::upload::read_stream(file)),
+        Body::from_stream(crate::broker::files::surface::upload::read_stream(file)),
     )
         .into_response())
 }

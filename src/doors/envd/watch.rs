@@ -8,7 +8,7 @@
 //! leaves one (create, write, chmod).
 //!
 //! The directory is planned by the broker (a listing) and watched beneath
-//! the root by the workspace ([`crate::workspace::watch`]). Watchers are
+//! the root by the workspace ([`crate::broker::files::surface::watch`]). Watchers are
 //! the caller's: at most [`MAX_WATCHERS_PER_CALLER`] at once (streams and
 //! polled ones together; one more is `resource_exhausted`), a polled
 //! watcher holds at most [`MAX_QUEUED_EVENTS`] events between two polls
@@ -39,11 +39,11 @@ use super::proto::filesystem::{
     GetWatcherEventsRequest, GetWatcherEventsResponse, RemoveWatcherRequest, RemoveWatcherResponse,
     WatchDirRequest, WatchDirResponse, watch_dir_response,
 };
+use crate::broker::files::surface::Workspace;
+use crate::broker::files::surface::upload::blocking;
+use crate::broker::files::surface::watch::{Change, ChangeKind, DirWatch};
 use crate::gate::Caller;
 use crate::plan::FileOp;
-use crate::workspace::Workspace;
-use crate::workspace::upload::blocking;
-use crate::workspace::watch::{Change, ChangeKind, DirWatch};
 
 /// The most watchers (streams and polled ones) one caller holds at once.
 pub(crate) const MAX_WATCHERS_PER_CALLER: usize = 32;

@@ -37,15 +37,15 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::broker::files::surface::fs::Node;
+use crate::broker::files::surface::upload::{UploadError, blocking, write_stream};
+use crate::broker::files::surface::{EntryKind, Workspace, WorkspaceError};
 use crate::doors::DoorContext;
 use crate::gate::MAX_BODY_BYTES;
 use crate::gate::{Caller, DoorRules};
 use crate::plan::{FileOp, Rejection};
 use crate::registry::kinds;
 use crate::result::{NormalizedResult, Status};
-use crate::workspace::fs::Node;
-use crate::workspace::upload::{UploadError, blocking, write_stream};
-use crate::workspace::{EntryKind, Workspace, WorkspaceError};
 
 /// The command timeout when `/execute` gives none (the original's
 /// `SANDBOX_EXEC_TIMEOUT_SECONDS` default).
@@ -339,7 +339,7 @@ async fn download(
                     (header::CONTENT_TYPE, "application/octet-stream".to_owned()),
                     (header::CONTENT_LENGTH, size.to_string()),
                 ],
-                Body::from_stream(crate::workspace::upload::read_stream(file)),
+                Body::from_stream(crate::broker::files::surface::upload::read_stream(file)),
             )
                 .into_response(),
             Err(

@@ -14,11 +14,11 @@ use serde_json::json;
 
 use super::{ApiError, RestState};
 use crate::broker::Files;
+use crate::broker::files::surface::upload::{UploadError, blocking, write_stream};
+use crate::broker::files::surface::{Entry, EntryKind, WorkspaceError};
 use crate::gate::Caller;
 use crate::gate::MAX_BODY_BYTES;
 use crate::plan::FileOp;
-use crate::workspace::upload::{UploadError, blocking, write_stream};
-use crate::workspace::{Entry, EntryKind, WorkspaceError};
 
 /// The mode of a written file when `?mode=` is not given.
 const DEFAULT_FILE_MODE: u32 = 0o644;
@@ -73,7 +73,7 @@ pub(crate) async fn get_file(
     .await?;
     match opened {
         Ok((file, size, modified)) => {
-            let stream = crate::workspace::upload::read_stream(file);
+            let stream = crate::broker::files::surface::upload::read_stream(file);
             Ok((
                 [
                     (header::CONTENT_TYPE, "application/octet-stream".to_owned()),

@@ -39,10 +39,15 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::broker::files::surface::WorkspaceError;
 use crate::doors::DoorContext;
 use crate::gate::MAX_BODY_BYTES;
 use crate::gate::{DoorRules, Refusal};
-use crate::workspace::WorkspaceError;
+
+/// What `/v1/metadata` shows when the operator names nothing
+/// (`--metadata-env`): the sandbox's identity, never a credential.
+pub(crate) const DEFAULT_METADATA_ENV: [&str; 3] =
+    ["SANDBOX_ID", "SANDBOX_NAME", "SANDBOX_NAMESPACE"];
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -205,9 +210,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.into(), v.into()))
         .collect();
-        let named: Vec<String> = crate::serve::args::DEFAULT_METADATA_ENV
-            .map(String::from)
-            .to_vec();
+        let named: Vec<String> = DEFAULT_METADATA_ENV.map(String::from).to_vec();
         let shown = metadata_env(&env, &named);
         assert_eq!(shown.len(), 1, "{shown:?}");
         assert_eq!(shown["SANDBOX_ID"], "sb-1");

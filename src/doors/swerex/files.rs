@@ -27,13 +27,13 @@ use tokio_stream::Stream;
 use super::error::{PyClass, SwerexError};
 use super::model::{ReadFile, WriteFile};
 use crate::broker::Broker;
+use crate::broker::files::surface::fs::Node;
+pub(crate) use crate::broker::files::surface::upload::Spool;
+use crate::broker::files::surface::upload::UploadError;
+use crate::broker::files::surface::{Target, Workspace, WorkspaceError};
 use crate::gate::Caller;
 use crate::plan::{FileOp, FilePermit, Rejection};
 use crate::registry::kinds;
-use crate::workspace::fs::Node;
-pub(crate) use crate::workspace::upload::Spool;
-use crate::workspace::upload::UploadError;
-use crate::workspace::{Target, Workspace, WorkspaceError};
 
 /// The file name an upload without one is saved under in a directory.
 const UPLOAD_FILE_NAME: &str = "temp_file_transfer";

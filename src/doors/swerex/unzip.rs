@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use super::error::{PyClass, SwerexError};
 use super::files::{Files, NEW_FILE_MODE, Spool, py_error, refused, save};
+use crate::broker::files::surface::WorkspaceError;
 use crate::plan::FilePermit;
-use crate::workspace::WorkspaceError;
 
 /// The most bytes one archive unzips to.
 pub(crate) const MAX_UNZIPPED_BYTES: u64 = 1024 * 1024 * 1024;
@@ -195,7 +195,7 @@ fn make_dir(files: &Files, path: &Path) -> Result<(), SwerexError> {
     let shown = path.to_string_lossy();
     let target = files.resolve(&shown)?;
     match files.workspace().node(&target) {
-        Ok(crate::workspace::fs::Node::Directory) => return Ok(()),
+        Ok(crate::broker::files::surface::fs::Node::Directory) => return Ok(()),
         Ok(_) => {
             return Err(py_error(
                 WorkspaceError::Invalid {
