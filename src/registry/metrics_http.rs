@@ -135,23 +135,19 @@ mod tests {
             Duration::from_millis(1),
         );
         let server = tokio::spawn(serve_listener(listener, metrics));
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            .await
-            .unwrap();
-        let mut reply = String::new();
-        stream.read_to_string(&mut reply).await.unwrap();
+        let get = |host: &'static str| async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            let request = format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\n\r\n");
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut reply = String::new();
+            stream.read_to_string(&mut reply).await.unwrap();
+            reply
+        };
+        let reply = get("127.0.0.1").await;
         assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
         assert!(reply.contains("agent_reach_tool_runs_total{tool=\"t\"} 1"));
         // A page that rebinds its own name to 127.0.0.1 sends that name.
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: evil.example:9090\r\n\r\n")
-            .await
-            .unwrap();
-        let mut reply = String::new();
-        stream.read_to_string(&mut reply).await.unwrap();
+        let reply = get("evil.example:9090").await;
         assert!(reply.starts_with("HTTP/1.1 403"), "{reply}");
         assert!(!reply.contains("agent_reach_tool_runs_total"), "{reply}");
         server.abort();

@@ -226,7 +226,12 @@ impl Workspace {
     pub(crate) fn list(&self, target: &Target) -> Result<Vec<Entry>, WorkspaceError> {
         let shown = target.shown.as_str();
         let fd = self.open_dir(&target.rel, false, shown)?;
-        let here = beneath::path_of(fd.as_fd()).unwrap_or_default();
+        // Where the listed directory is, for the fence; no lookup unfenced.
+        let here = if self.fence.is_empty() {
+            std::path::PathBuf::new()
+        } else {
+            beneath::path_of(fd.as_fd()).unwrap_or_default()
+        };
         let root = self.open_root()?;
         let mut dir =
             nix::dir::Dir::from_fd(fd).map_err(|e| WorkspaceError::from_errno(shown, e))?;
