@@ -15,11 +15,18 @@
 //! shows the rows that changed since the last take; a row later passed on
 //! as it was shown is not shown again (the window then skips spill lines,
 //! which it records so that fold markers still name the right ones).
+//!
+//! Every finished line also goes past the [`Detector`] of highlights, with
+//! its spill file line number, so a window carries the failing lines of
+//! everything it covers, the part the fold will leave out included. Past
+//! the skim point of a flood the sink hands the raw bytes over instead
+//! ([`StreamCapture::scan_skimmed`]).
 
 use std::ops::Range;
 use std::path::PathBuf;
 
 use super::headtail::HeadTail;
+use super::highlights::{Detector, Found, Source};
 use super::redact::Redactor;
 use super::spill::SpillWriter;
 use super::terminal::TerminalCleaner;
@@ -91,6 +98,8 @@ pub struct Captured {
     /// Spill lines the window leaves out because an earlier window showed
     /// them: (newlines of the window before the gap, lines skipped there).
     pub skipped_lines: Vec<(u64, u64)>,
+    /// Lines that carry a failure, found in this window's text.
+    pub highlights: Found,
 }
 
 impl Captured {
@@ -143,6 +152,9 @@ pub struct StreamCapture {
     window_gaps: Vec<(u64, u64)>,
     /// Reused buffer for the seen spans of committed text.
     seen_scratch: Vec<Range<usize>>,
+    highlights: Detector,
+    /// Cleaned text is searched for highlights (until a skim starts).
+    scan_cleaned: bool,
     finished: bool,
 }
 
@@ -169,6 +181,8 @@ impl StreamCapture {
             shown_pending: Vec::new(),
             window_gaps: Vec::new(),
             seen_scratch: Vec::new(),
+            highlights: Detector::new(),
+            scan_cleaned: true,
             finished: false,
         }
     }
@@ -209,7 +223,32 @@ impl StreamCapture {
             let rest = redactor.finish();
             self.keep(&rest, &[]);
         }
+        if self.scan_cleaned {
+            self.highlights
+                .finish(self.committed_newlines + 1, Source::Cleaned);
+        }
         self.finished = true;
+    }
+
+    /// The sink stopped cleaning every byte (a flood, or binary output):
+    /// cleaned text is no longer searched for highlights, since what
+    /// arrives now is a skimmed tail whose lines it cannot number.
+    pub fn skim_started(&mut self) {
+        self.scan_cleaned = false;
+    }
+
+    /// Raw bytes of a skimmed flood, searched for highlights; `first_line`
+    /// numbers their first byte. A matching line is cleaned and redacted.
+    pub fn scan_skimmed(&mut self, raw: &[u8], first_line: u64) {
+        self.scan_cleaned = false;
+        self.highlights
+            .scan(raw, first_line, Source::Raw(self.text_redactor.as_ref()));
+    }
+
+    /// The skimmed stream ended; its unfinished line is `line`.
+    pub fn end_skimmed(&mut self, line: u64) {
+        self.highlights
+            .finish(line, Source::Raw(self.text_redactor.as_ref()));
     }
 
     fn drain_committed(&mut self) {
@@ -246,6 +285,10 @@ impl StreamCapture {
         }
         if let Some(spill) = &mut self.spill {
             spill.write(committed);
+        }
+        if self.scan_cleaned {
+            self.highlights
+                .scan(committed, self.committed_newlines + 1, Source::Cleaned);
         }
         let mut at = 0;
         for span in seen {
@@ -333,6 +376,7 @@ impl StreamCapture {
         let mut captured = self.snapshot();
         captured.pending = new_pending;
         captured.skipped_lines = std::mem::take(&mut self.window_gaps);
+        captured.highlights = self.highlights.take_found();
         self.window = HeadTail::new(self.cap_bytes);
         self.window_raw_bytes = 0;
         self.window_binary = false;
@@ -344,6 +388,7 @@ impl StreamCapture {
     pub fn whole(&self) -> Captured {
         let mut captured = self.snapshot();
         captured.pending = self.pending();
+        captured.highlights = self.highlights.found().clone();
         captured
     }
 
@@ -366,6 +411,7 @@ impl StreamCapture {
                     .map(|reason| (spill.written_lines(), reason.to_owned()))
             }),
             skipped_lines: self.window_gaps.clone(),
+            highlights: Found::default(),
         }
     }
 
@@ -571,6 +617,48 @@ mod tests {
         assert!(w.tail.ends_with(b"line 999\n"));
         assert_eq!(w.lines, 1000);
         assert_eq!(w.cleaned_bytes, w.omitted_bytes + 64);
+    }
+
+    #[test]
+    fn highlights_carry_spill_line_numbers_even_from_the_omitted_middle() {
+        let mut c = capture(256);
+        for i in 1..=2000 {
+            if i == 800 {
+                c.push(b"\x1b[1m\x1b[31merror[E0308]\x1b[0m: mismatched types\r\n");
+            } else {
+                c.push(format!("line {i}\n").as_bytes());
+            }
+        }
+        c.push(b"test result: FAILED");
+        c.finish();
+        let w = c.whole();
+        assert!(w.omitted_bytes > 0, "memory kept only head and tail");
+        let found: Vec<(u64, String)> = w
+            .highlights
+            .select()
+            .into_iter()
+            .map(|h| (h.line, h.text))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (800, "error[E0308]: mismatched types".to_owned()),
+                (2001, "test result: FAILED".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_window_carries_only_the_highlights_found_since_the_last_take() {
+        let mut c = capture(1024);
+        c.push(b"error: first\nok\n");
+        let first = c.take_window();
+        assert_eq!(first.highlights.select()[0].line, 1);
+        c.push(b"fine\nFAIL pkg\n");
+        let second = c.take_window();
+        let lines: Vec<u64> = second.highlights.select().iter().map(|h| h.line).collect();
+        assert_eq!(lines, [4]);
+        assert!(c.take_window().highlights.is_empty());
     }
 
     proptest::proptest! {
