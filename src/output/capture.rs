@@ -137,7 +137,8 @@ pub struct StreamCapture {
     /// sequences or applying a redraw can join a value that arrived split.
     text_redactor: Option<Redactor>,
     cleaner: TerminalCleaner,
-    /// Reused buffer for committed text when nothing is redacted.
+    /// The buffer committed text is taken into when nothing is redacted
+    /// (it passes back and forth with the cleaner's).
     committed_scratch: Vec<u8>,
     spill: Option<SpillWriter>,
     window: HeadTail,
@@ -263,13 +264,10 @@ impl StreamCapture {
                 self.keep(&redacted, &[]);
             }
             None => {
+                // Buffers pass between the cleaner and here: no copy.
                 let mut committed = std::mem::take(&mut self.committed_scratch);
-                committed.clear();
-                committed.extend_from_slice(self.cleaner.committed());
                 let mut seen = std::mem::take(&mut self.seen_scratch);
-                seen.clear();
-                seen.extend_from_slice(self.cleaner.seen());
-                self.cleaner.clear_committed();
+                self.cleaner.swap_committed(&mut committed, &mut seen);
                 self.keep(&committed, &seen);
                 self.committed_scratch = committed;
                 self.seen_scratch = seen;
@@ -290,14 +288,21 @@ impl StreamCapture {
             self.highlights
                 .scan(committed, self.committed_newlines + 1, Source::Cleaned);
         }
-        let mut at = 0;
-        for span in seen {
-            self.keep_unseen(&committed[at..span.start]);
-            self.skip(&committed[span.clone()]);
-            at = span.end;
+        let newlines = memchr::memchr_iter(b'\n', committed).count() as u64;
+        if seen.is_empty() && self.shown_pending.is_empty() {
+            // All of it goes to the window (a one-shot command's output):
+            // its newlines are counted once.
+            self.window.push_counted(committed, newlines);
+        } else {
+            let mut at = 0;
+            for span in seen {
+                self.keep_unseen(&committed[at..span.start]);
+                self.skip(&committed[span.clone()]);
+                at = span.end;
+            }
+            self.keep_unseen(&committed[at..]);
         }
-        self.keep_unseen(&committed[at..]);
-        self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
+        self.committed_newlines += newlines;
     }
 
     /// Leaves text out of the window that an earlier one showed.

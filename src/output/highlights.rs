@@ -7,7 +7,9 @@
 //! commits it (and, past the skim point of a flood, the raw bytes the
 //! capture no longer cleans). One Aho-Corasick pass over each chunk finds
 //! the rare lines worth a look ([`NEEDLES`]); only those are classified, so
-//! plain output costs one vectorised search. Memory is bounded whatever the
+//! plain output costs one vectorised search (Teddy, about 20 GB/s here;
+//! the needles are short so that it can use its fastest form). Memory is
+//! bounded whatever the
 //! output's size: the start of one unfinished line and at most
 //! [`KEPT_PER_RANK`] + 1 highlights of each rank.
 //!
@@ -48,7 +50,7 @@ use std::borrow::Cow;
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use aho_corasick::{AhoCorasick, Input};
+use aho_corasick::{AhoCorasick, Input, MatchKind, Span, packed};
 
 use super::redact::Redactor;
 use super::terminal::{TerminalCleaner, strip_sgr};
@@ -69,24 +71,51 @@ pub const KEPT_PER_RANK: usize = MAX_HIGHLIGHTS;
 const CARRY_BYTES: usize = 2048;
 
 /// What makes a line worth classifying: every rule of [`classify`] needs
-/// one of these in the line. Short and distinctive, so that plain output
-/// rarely stops the search.
-pub const NEEDLES: &[&str] = &[
-    "rror",
-    "ERROR",
-    "FAIL",
-    "panicked at",
-    "npm ERR!",
-    "Exception",
-    "Traceback (most recent call last):",
-];
+/// one of these in the line (`rror` for `error`, `Error`, `AssertionError`
+/// and `npm error`; `ERR` for `ERROR` and `npm ERR!`). Short and
+/// distinctive, so that plain output rarely stops the search, and at least
+/// 3 bytes, Teddy's fastest mask (one byte more costs it half as much
+/// again).
+pub const NEEDLES: &[&str] = &["rror", "ERR", "FAIL", "panicked", "Exception", "Traceback"];
 
-#[expect(
-    clippy::expect_used,
-    reason = "seven fixed needles are far within the automaton's limits; a unit test builds it"
-)]
-static SEARCH: LazyLock<AhoCorasick> =
-    LazyLock::new(|| AhoCorasick::new(NEEDLES).expect("the highlight needles build"));
+/// The search for [`NEEDLES`]: Teddy where the CPU has it (x86-64 with
+/// SSSE3 or AVX2, aarch64), else the automaton (a few times slower).
+enum Search {
+    Teddy(packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl Search {
+    #[expect(
+        clippy::expect_used,
+        reason = "six fixed needles are far within the automaton's limits; a unit test builds it"
+    )]
+    fn new() -> Self {
+        match packed::Searcher::new(NEEDLES) {
+            Some(teddy) => Search::Teddy(teddy),
+            None => Search::Automaton(
+                AhoCorasick::builder()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .build(NEEDLES)
+                    .expect("the highlight needles build"),
+            ),
+        }
+    }
+
+    /// Where the first needle in `text[start..end]` starts.
+    fn find(&self, text: &[u8], start: usize, end: usize) -> Option<usize> {
+        match self {
+            Search::Teddy(teddy) => teddy
+                .find_in(text, Span { start, end })
+                .map(|hit| hit.start()),
+            Search::Automaton(automaton) => automaton
+                .find(Input::new(text).range(start..end))
+                .map(|hit| hit.start()),
+        }
+    }
+}
+
+static SEARCH: LazyLock<Search> = LazyLock::new(Search::new);
 
 /// Orders highlights of both streams of a command as they arrived.
 static ARRIVAL: AtomicU64 = AtomicU64::new(0);
@@ -391,14 +420,12 @@ impl Detector {
                 line += 1;
                 continue;
             }
-            let Some(hit) = SEARCH.find(Input::new(text).range(at..end)) else {
+            let Some(hit) = SEARCH.find(text, at, end) else {
                 return;
             };
-            let line_start =
-                memchr::memrchr(b'\n', &text[at..hit.start()]).map_or(at, |n| at + n + 1);
+            let line_start = memchr::memrchr(b'\n', &text[at..hit]).map_or(at, |n| at + n + 1);
             line += memchr::memchr_iter(b'\n', &text[at..line_start]).count() as u64;
-            let stop =
-                memchr::memchr(b'\n', &text[hit.start()..end]).map_or(end, |n| hit.start() + n);
+            let stop = memchr::memchr(b'\n', &text[hit..end]).map_or(end, |n| hit + n);
             self.line_done(&text[line_start..stop], line, source, false);
             at = stop + 1;
             line += 1;
@@ -569,10 +596,24 @@ fn trim(text: &[u8]) -> &[u8] {
     &text[start..end]
 }
 
-/// The text a reader sees: valid UTF-8, at most [`MAX_TEXT_CHARS`]
-/// characters, an ellipsis where it was cut.
+/// The text a reader sees: valid UTF-8 without control characters (a tab
+/// stays), at most [`MAX_TEXT_CHARS`] characters, an ellipsis where it was
+/// cut.
 fn capped_text(text: &[u8], cut: bool) -> String {
-    let text = String::from_utf8_lossy(text);
+    let mut text = String::from_utf8_lossy(text);
+    if text.chars().any(|c| c.is_control() && c != '\t') {
+        text = text
+            .chars()
+            .map(|c| {
+                if c.is_control() && c != '\t' {
+                    char::REPLACEMENT_CHARACTER
+                } else {
+                    c
+                }
+            })
+            .collect::<String>()
+            .into();
+    }
     match text.char_indices().nth(MAX_TEXT_CHARS) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None if cut => format!("{text}…"),
@@ -946,6 +987,46 @@ Node.js v20.12.2
     }
 
     #[test]
+    fn the_automaton_finds_what_teddy_finds() {
+        let automaton = Search::Automaton(
+            AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(NEEDLES)
+                .unwrap(),
+        );
+        let text = [
+            RUSTC,
+            GCC,
+            CARGO_TEST,
+            PYTEST,
+            NPM_JEST,
+            GO_TEST,
+            TSC,
+            PYTHON_TRACEBACK,
+        ]
+        .concat();
+        let hits = |search: &Search| {
+            let mut found = Vec::new();
+            let mut at = 0;
+            while let Some(hit) = search.find(text.as_bytes(), at, text.len()) {
+                found.push(hit);
+                at = hit + 1;
+            }
+            found
+        };
+        let fast = hits(&SEARCH);
+        assert!(fast.len() > 20, "{fast:?}");
+        assert_eq!(hits(&automaton), fast);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("ssse3") {
+            assert!(
+                matches!(*SEARCH, Search::Teddy(_)),
+                "Teddy where the CPU has it"
+            );
+        }
+    }
+
+    #[test]
     fn ordinary_output_has_no_highlights() {
         let text = "=== FAILURES ===\nXFAIL test_x.py::test_flaky\nno errors found\nFound 0 errors.\nerror_handler.rs compiled\nError handling is described in docs/errors.md\n    ValueError: shown indented in a log\nERRORS_SEEN=0\n";
         assert_eq!(detect(text), Vec::new());
@@ -1023,6 +1104,18 @@ Node.js v20.12.2
         assert!(detector.carry.len() <= CARRY_BYTES);
         detector.finish(1, Source::Cleaned);
         assert_eq!(detector.found().select()[0].line, 1);
+    }
+
+    #[test]
+    fn control_characters_of_binary_output_do_not_reach_the_text() {
+        assert_eq!(
+            detect("error: bad\u{0}\u{7}byte\tthere\n"),
+            expected(&[(
+                1,
+                Kind::CompilerError,
+                "error: bad\u{fffd}\u{fffd}byte\tthere"
+            )])
+        );
     }
 
     #[test]
