@@ -73,6 +73,67 @@ pub(crate) struct ResultError {
     pub(crate) survivors: Vec<u32>,
 }
 
+impl ResultError {
+    /// The error of a command killed at its timeout (`timeout`, when
+    /// known, says how long it was), naming what could not be killed.
+    pub(crate) fn timeout(timeout: Option<std::time::Duration>, survivors: Vec<u32>) -> Self {
+        let mut message = match timeout {
+            Some(limit) => format!(
+                "the command was killed at its timeout of {} ms",
+                limit.as_millis()
+            ),
+            None => "the command was killed at its timeout".to_owned(),
+        };
+        if !survivors.is_empty() {
+            message.push_str(&format!(
+                "; {} process(es) it started could not be killed: {survivors:?}",
+                survivors.len()
+            ));
+        }
+        Self {
+            kind: crate::registry::kinds::TIMEOUT.to_owned(),
+            message,
+            retry_after_ms: None,
+            survivors,
+        }
+    }
+}
+
+/// A line of the output that carries the failure (see
+/// [`crate::output::highlights`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Highlight {
+    /// `stdout` or `stderr` (merged output is `stdout`, where it is shown).
+    pub(crate) stream: String,
+    /// 1-based over the stream's whole output (its spill file's line).
+    pub(crate) line: u64,
+    /// The cleaned line, at most 300 characters.
+    pub(crate) text: String,
+}
+
+/// The `highlights` of a result with `status`: those of the output for a
+/// failure or a timeout, none otherwise.
+pub(crate) fn highlights_for(
+    status: Status,
+    found: &[crate::output::highlights::Highlight],
+) -> Vec<Highlight> {
+    if !matches!(status, Status::Failure | Status::Timeout) {
+        return Vec::new();
+    }
+    found
+        .iter()
+        .map(|h| Highlight {
+            stream: if h.stream.is_empty() {
+                "stdout".to_owned()
+            } else {
+                h.stream.to_owned()
+            },
+            line: h.line,
+            text: h.text.clone(),
+        })
+        .collect()
+}
+
 /// Every field of the normalized result, as the contract names them.
 pub const FIELDS: &[&str] = &[
     "id",
@@ -115,6 +176,11 @@ pub(crate) struct NormalizedResult {
     /// it is not among [`FIELDS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) capped: Vec<String>,
+    /// For a `failure` or a `timeout`: up to 8 lines that carry the
+    /// failure, from the whole output (the folded part included); omitted
+    /// otherwise and when none matched, so it is not among [`FIELDS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) highlights: Vec<Highlight>,
 }
 
 impl NormalizedResult {
@@ -158,6 +224,7 @@ impl NormalizedResult {
                 survivors: Vec::new(),
             }),
             capped: Vec::new(),
+            highlights: Vec::new(),
         }
     }
 }
@@ -165,6 +232,47 @@ impl NormalizedResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timeout_has_its_error_kind_and_names_the_survivors() {
+        let error = ResultError::timeout(Some(std::time::Duration::from_millis(300)), vec![42]);
+        assert_eq!(error.kind, "timeout");
+        assert!(error.message.contains("300 ms"), "{}", error.message);
+        assert!(error.message.contains("[42]"), "{}", error.message);
+        assert_eq!(error.survivors, [42]);
+    }
+
+    #[test]
+    fn only_a_failure_or_a_timeout_carries_highlights() {
+        let mut capture =
+            crate::output::StreamCapture::new(crate::output::CaptureConfig::default());
+        capture.push(b"error: broken\n");
+        capture.finish();
+        let found = capture.whole().highlights.select();
+        assert_eq!(
+            highlights_for(Status::Failure, &found),
+            [Highlight {
+                stream: "stdout".into(),
+                line: 1,
+                text: "error: broken".into()
+            }]
+        );
+        assert_eq!(highlights_for(Status::Timeout, &found).len(), 1);
+        assert!(highlights_for(Status::Success, &found).is_empty());
+        let mut result =
+            NormalizedResult::refused(None, None, Status::Failure, "not_found", "no such program");
+        let value = serde_json::to_value(&result).unwrap();
+        assert!(
+            value.get("highlights").is_none(),
+            "absent when none matched"
+        );
+        result.highlights = highlights_for(Status::Failure, &found);
+        let value = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            value["highlights"],
+            serde_json::json!([{"stream": "stdout", "line": 1, "text": "error: broken"}])
+        );
+    }
 
     #[test]
     fn serializes_every_contract_field() {

@@ -1,5 +1,6 @@
 //! The end of a one-shot execution: how it exited, its rendered output, and
-//! the normalized result the contract fixes.
+//! the normalized result the contract fixes (with the highlights of both
+//! streams, and a timeout's error).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,8 +8,9 @@ use std::time::Duration;
 use super::execution::Execution;
 use super::glue::{RenderOptions, Rendered};
 use super::state::{Captures, ExitInfo};
+use crate::output::highlights::{Found, Highlight};
 use crate::result::{
-    FullOutputPaths, NormalizedResult, OriginalBytes, ResultError, SandboxAttestation,
+    FullOutputPaths, NormalizedResult, OriginalBytes, ResultError, SandboxAttestation, Status,
 };
 
 /// A finished command.
@@ -31,6 +33,11 @@ pub struct Completed {
     pub survivors: Vec<u32>,
     /// What the sandbox wrapper reported, when there was one.
     pub(crate) sandbox: Option<SandboxAttestation>,
+    /// The lines of both streams that carry a failure (at most 8, in the
+    /// order they arrived), whatever the exit.
+    pub highlights: Vec<Highlight>,
+    /// The command timeout it ran under.
+    pub(crate) timeout: Option<Duration>,
 }
 
 impl Completed {
@@ -83,6 +90,7 @@ impl Completed {
             .attestation_file
             .as_deref()
             .and_then(crate::result::SandboxAttestation::read);
+        let found = Found::of_streams(&stdout.highlights, &stderr.highlights);
         Self {
             exit,
             truncated: stdout.truncated || stderr.truncated,
@@ -97,6 +105,8 @@ impl Completed {
             full_output_paths,
             survivors,
             sandbox,
+            highlights: found.select(),
+            timeout: execution.spec().timeout,
         }
     }
 
@@ -106,7 +116,10 @@ impl Completed {
         id: Option<serde_json::Value>,
         tool: Option<String>,
     ) -> NormalizedResult {
-        let error = if self.survivors.is_empty() {
+        let status = self.exit.status();
+        let error = if status == Status::Timeout {
+            Some(ResultError::timeout(self.timeout, self.survivors.clone()))
+        } else if self.survivors.is_empty() {
             None
         } else {
             Some(ResultError {
@@ -123,7 +136,7 @@ impl Completed {
         NormalizedResult {
             id,
             tool,
-            status: self.exit.status(),
+            status,
             exit_code: Some(self.exit.exit_code()),
             signal: self.exit.signal,
             stdout: self.stdout.text.clone(),
@@ -147,6 +160,7 @@ impl Completed {
             cached: false,
             error,
             capped: Vec::new(),
+            highlights: crate::result::highlights_for(status, &self.highlights),
         }
     }
 }

@@ -12,6 +12,11 @@
 //! failed") is cleaned, redacted and shown, and the fold marker counts every
 //! byte that was left out. Binary output (a NUL) is skimmed from its first
 //! NUL on: it is refused whole anyway.
+//!
+//! A skimmed flood is still searched for highlights (the failing lines a
+//! result names): the raw bytes go past the capture's detector as they
+//! arrive, one vectorised search, so an `error:` in the middle of 100 MB
+//! of log is found although nothing around it is cleaned or kept.
 
 use std::path::{Path, PathBuf};
 
@@ -57,6 +62,10 @@ pub(crate) struct Sink {
     finished_skim: SkimCounts,
     /// Complete lines in the spill file when the skim began.
     lines_at_skim: Option<u64>,
+    /// Newlines skimmed since the skim began.
+    skimmed_newlines: u64,
+    /// The skim searches the raw bytes for highlights (not for binary).
+    skim_scans: bool,
 }
 
 impl Sink {
@@ -84,6 +93,8 @@ impl Sink {
             ring: TailRing::new((config.cap_bytes / 2).max(4096)),
             finished_skim: SkimCounts::default(),
             lines_at_skim: None,
+            skimmed_newlines: 0,
+            skim_scans: false,
         }
     }
 
@@ -95,18 +106,32 @@ impl Sink {
             // Binary output is refused whole: cleaning the rest of it would
             // only cost time, so the skim starts after the first NUL.
             if memchr::memchr(0, bytes).is_some() {
-                let so_far = self.capture.whole();
-                self.lines_at_skim =
-                    Some((so_far.first_line - 1) + so_far.lines + so_far.skipped_line_count());
+                self.start_skim(false);
             }
             return;
         }
         if self.lines_at_skim.is_none() {
-            let so_far = self.capture.whole();
-            self.lines_at_skim =
-                Some((so_far.first_line - 1) + so_far.lines + so_far.skipped_line_count());
+            self.start_skim(true);
         }
+        let lines_before = self.ring.all_dropped().dropped_newlines;
         self.ring.push(bytes);
+        if let Some(at_skim) = self.lines_at_skim
+            && self.skim_scans
+        {
+            let first_line = at_skim + self.skimmed_newlines + 1;
+            self.capture.scan_skimmed(bytes, first_line);
+            self.skimmed_newlines += self.ring.all_dropped().dropped_newlines - lines_before;
+        }
+    }
+
+    /// Stops cleaning every byte; a flood's raw bytes are still searched
+    /// for highlights (`scans`), binary output's are not.
+    fn start_skim(&mut self, scans: bool) {
+        let so_far = self.capture.whole();
+        self.lines_at_skim =
+            Some((so_far.first_line - 1) + so_far.lines + so_far.skipped_line_count());
+        self.skim_scans = scans;
+        self.capture.skim_started();
     }
 
     /// Sends the ring through the pipeline; returns what it left out.
@@ -129,6 +154,12 @@ impl Sink {
 
     /// The stream ended.
     pub(crate) fn finish(&mut self) {
+        if let Some(at_skim) = self.lines_at_skim
+            && self.skim_scans
+        {
+            self.capture
+                .end_skimmed(at_skim + self.skimmed_newlines + 1);
+        }
         self.finished_skim = self.flush_skimmed();
         self.capture.finish();
     }
@@ -230,6 +261,35 @@ mod tests {
         );
         assert!(rendered.text.starts_with("building something useful\n"));
         assert!(rendered.text.contains("omitted"), "the marker is there");
+    }
+
+    #[test]
+    fn a_skimmed_flood_is_still_searched_for_highlights() {
+        let mut s = sink(8192, 20_000, vec![("KEY".into(), b"k3y-s3cr3t".to_vec())]);
+        let line = b"building something useful\n";
+        for _ in 0..10_000 {
+            s.push(line);
+        }
+        s.push(b"\x1b[31merror\x1b[0m: bad k3y-s3cr3t\n");
+        for _ in 0..10_000 {
+            s.push(line);
+        }
+        s.push(b"FAIL at the end");
+        s.finish();
+        let rendered = s.whole(&RenderOptions::default());
+        let found: Vec<(u64, String)> = rendered
+            .highlights
+            .select()
+            .into_iter()
+            .map(|h| (h.line, h.text))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (10_001, "error: bad [REDACTED:KEY]".to_owned()),
+                (20_002, "FAIL at the end".to_owned())
+            ]
+        );
     }
 
     #[test]

@@ -149,8 +149,10 @@ impl Captures {
         match self {
             Captures::Merged(sink) => sink.take_window(opts),
             Captures::Separate { stdout, stderr } => {
-                let out = stdout.take_window(opts);
-                let err = stderr.take_window(opts);
+                let mut out = stdout.take_window(opts);
+                let mut err = stderr.take_window(opts);
+                out.highlights.tag("stdout");
+                err.highlights.tag("stderr");
                 join_rendered(out, err)
             }
         }
@@ -165,11 +167,14 @@ pub(crate) fn join_rendered(first: Rendered, second: Rendered) -> Rendered {
         text.push('\n');
     }
     text.push_str(&second.text);
+    let mut highlights = first.highlights;
+    highlights.merge(second.highlights);
     Rendered {
         text,
         truncated: first.truncated || second.truncated,
         original_bytes: first.original_bytes + second.original_bytes,
         original_token_count: first.original_token_count + second.original_token_count,
+        highlights,
     }
 }
 

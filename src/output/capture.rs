@@ -15,11 +15,18 @@
 //! shows the rows that changed since the last take; a row later passed on
 //! as it was shown is not shown again (the window then skips spill lines,
 //! which it records so that fold markers still name the right ones).
+//!
+//! Every finished line also goes past the [`Detector`] of highlights, with
+//! its spill file line number, so a window carries the failing lines of
+//! everything it covers, the part the fold will leave out included. Past
+//! the skim point of a flood the sink hands the raw bytes over instead
+//! ([`StreamCapture::scan_skimmed`]).
 
 use std::ops::Range;
 use std::path::PathBuf;
 
 use super::headtail::HeadTail;
+use super::highlights::{Detector, Found, Source};
 use super::redact::Redactor;
 use super::spill::SpillWriter;
 use super::terminal::TerminalCleaner;
@@ -91,6 +98,8 @@ pub struct Captured {
     /// Spill lines the window leaves out because an earlier window showed
     /// them: (newlines of the window before the gap, lines skipped there).
     pub skipped_lines: Vec<(u64, u64)>,
+    /// Lines that carry a failure, found in this window's text.
+    pub highlights: Found,
 }
 
 impl Captured {
@@ -128,7 +137,8 @@ pub struct StreamCapture {
     /// sequences or applying a redraw can join a value that arrived split.
     text_redactor: Option<Redactor>,
     cleaner: TerminalCleaner,
-    /// Reused buffer for committed text when nothing is redacted.
+    /// The buffer committed text is taken into when nothing is redacted
+    /// (it passes back and forth with the cleaner's).
     committed_scratch: Vec<u8>,
     spill: Option<SpillWriter>,
     window: HeadTail,
@@ -143,6 +153,9 @@ pub struct StreamCapture {
     window_gaps: Vec<(u64, u64)>,
     /// Reused buffer for the seen spans of committed text.
     seen_scratch: Vec<Range<usize>>,
+    highlights: Detector,
+    /// Cleaned text is searched for highlights (until a skim starts).
+    scan_cleaned: bool,
     finished: bool,
 }
 
@@ -169,6 +182,8 @@ impl StreamCapture {
             shown_pending: Vec::new(),
             window_gaps: Vec::new(),
             seen_scratch: Vec::new(),
+            highlights: Detector::new(),
+            scan_cleaned: true,
             finished: false,
         }
     }
@@ -209,7 +224,32 @@ impl StreamCapture {
             let rest = redactor.finish();
             self.keep(&rest, &[]);
         }
+        if self.scan_cleaned {
+            self.highlights
+                .finish(self.committed_newlines + 1, Source::Cleaned);
+        }
         self.finished = true;
+    }
+
+    /// The sink stopped cleaning every byte (a flood, or binary output):
+    /// cleaned text is no longer searched for highlights, since what
+    /// arrives now is a skimmed tail whose lines it cannot number.
+    pub fn skim_started(&mut self) {
+        self.scan_cleaned = false;
+    }
+
+    /// Raw bytes of a skimmed flood, searched for highlights; `first_line`
+    /// numbers their first byte. A matching line is cleaned and redacted.
+    pub fn scan_skimmed(&mut self, raw: &[u8], first_line: u64) {
+        self.scan_cleaned = false;
+        self.highlights
+            .scan(raw, first_line, Source::Raw(self.text_redactor.as_ref()));
+    }
+
+    /// The skimmed stream ended; its unfinished line is `line`.
+    pub fn end_skimmed(&mut self, line: u64) {
+        self.highlights
+            .finish(line, Source::Raw(self.text_redactor.as_ref()));
     }
 
     fn drain_committed(&mut self) {
@@ -224,13 +264,10 @@ impl StreamCapture {
                 self.keep(&redacted, &[]);
             }
             None => {
+                // Buffers pass between the cleaner and here: no copy.
                 let mut committed = std::mem::take(&mut self.committed_scratch);
-                committed.clear();
-                committed.extend_from_slice(self.cleaner.committed());
                 let mut seen = std::mem::take(&mut self.seen_scratch);
-                seen.clear();
-                seen.extend_from_slice(self.cleaner.seen());
-                self.cleaner.clear_committed();
+                self.cleaner.swap_committed(&mut committed, &mut seen);
                 self.keep(&committed, &seen);
                 self.committed_scratch = committed;
                 self.seen_scratch = seen;
@@ -247,14 +284,25 @@ impl StreamCapture {
         if let Some(spill) = &mut self.spill {
             spill.write(committed);
         }
-        let mut at = 0;
-        for span in seen {
-            self.keep_unseen(&committed[at..span.start]);
-            self.skip(&committed[span.clone()]);
-            at = span.end;
+        if self.scan_cleaned {
+            self.highlights
+                .scan(committed, self.committed_newlines + 1, Source::Cleaned);
         }
-        self.keep_unseen(&committed[at..]);
-        self.committed_newlines += memchr::memchr_iter(b'\n', committed).count() as u64;
+        let newlines = memchr::memchr_iter(b'\n', committed).count() as u64;
+        if seen.is_empty() && self.shown_pending.is_empty() {
+            // All of it goes to the window (a one-shot command's output):
+            // its newlines are counted once.
+            self.window.push_counted(committed, newlines);
+        } else {
+            let mut at = 0;
+            for span in seen {
+                self.keep_unseen(&committed[at..span.start]);
+                self.skip(&committed[span.clone()]);
+                at = span.end;
+            }
+            self.keep_unseen(&committed[at..]);
+        }
+        self.committed_newlines += newlines;
     }
 
     /// Leaves text out of the window that an earlier one showed.
@@ -333,6 +381,7 @@ impl StreamCapture {
         let mut captured = self.snapshot();
         captured.pending = new_pending;
         captured.skipped_lines = std::mem::take(&mut self.window_gaps);
+        captured.highlights = self.highlights.take_found();
         self.window = HeadTail::new(self.cap_bytes);
         self.window_raw_bytes = 0;
         self.window_binary = false;
@@ -344,6 +393,7 @@ impl StreamCapture {
     pub fn whole(&self) -> Captured {
         let mut captured = self.snapshot();
         captured.pending = self.pending();
+        captured.highlights = self.highlights.found().clone();
         captured
     }
 
@@ -366,6 +416,7 @@ impl StreamCapture {
                     .map(|reason| (spill.written_lines(), reason.to_owned()))
             }),
             skipped_lines: self.window_gaps.clone(),
+            highlights: Found::default(),
         }
     }
 
@@ -571,6 +622,48 @@ mod tests {
         assert!(w.tail.ends_with(b"line 999\n"));
         assert_eq!(w.lines, 1000);
         assert_eq!(w.cleaned_bytes, w.omitted_bytes + 64);
+    }
+
+    #[test]
+    fn highlights_carry_spill_line_numbers_even_from_the_omitted_middle() {
+        let mut c = capture(256);
+        for i in 1..=2000 {
+            if i == 800 {
+                c.push(b"\x1b[1m\x1b[31merror[E0308]\x1b[0m: mismatched types\r\n");
+            } else {
+                c.push(format!("line {i}\n").as_bytes());
+            }
+        }
+        c.push(b"test result: FAILED");
+        c.finish();
+        let w = c.whole();
+        assert!(w.omitted_bytes > 0, "memory kept only head and tail");
+        let found: Vec<(u64, String)> = w
+            .highlights
+            .select()
+            .into_iter()
+            .map(|h| (h.line, h.text))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (800, "error[E0308]: mismatched types".to_owned()),
+                (2001, "test result: FAILED".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_window_carries_only_the_highlights_found_since_the_last_take() {
+        let mut c = capture(1024);
+        c.push(b"error: first\nok\n");
+        let first = c.take_window();
+        assert_eq!(first.highlights.select()[0].line, 1);
+        c.push(b"fine\nFAIL pkg\n");
+        let second = c.take_window();
+        let lines: Vec<u64> = second.highlights.select().iter().map(|h| h.line).collect();
+        assert_eq!(lines, [4]);
+        assert!(c.take_window().highlights.is_empty());
     }
 
     proptest::proptest! {

@@ -24,6 +24,9 @@ pub struct Folded {
     pub truncated: bool,
     /// The marker line, when something was left out (also inside `text`).
     pub marker: Option<String>,
+    /// The spill lines left out, first and last (lines partly shown
+    /// included), when something was.
+    pub left_out: Option<(u64, u64)>,
 }
 
 /// Folds `captured` so that its shown bytes fit `budget_bytes` (the marker
@@ -42,6 +45,7 @@ pub fn fold(captured: &Captured, budget_bytes: usize) -> Folded {
             text: [head, tail].concat(),
             truncated: false,
             marker: None,
+            left_out: None,
         };
     }
     // When memory dropped nothing, head and tail are one contiguous text:
@@ -103,6 +107,7 @@ pub fn fold(captured: &Captured, budget_bytes: usize) -> Folded {
         partly_shown: !head_aligned || !tail_aligned,
     };
     let marker = marker_text(&range, captured);
+    let left_out = Some((range.first, range.last));
 
     let mut text = Vec::with_capacity(head_shown.len() + marker.len() + tail_shown.len() + 2);
     text.extend_from_slice(head_shown);
@@ -116,6 +121,7 @@ pub fn fold(captured: &Captured, budget_bytes: usize) -> Folded {
         text,
         truncated: true,
         marker: Some(marker),
+        left_out,
     }
 }
 

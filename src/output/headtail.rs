@@ -38,8 +38,13 @@ impl HeadTail {
 
     /// Appends `data`, dropping the oldest non-head bytes past the cap.
     pub fn push(&mut self, data: &[u8]) {
+        self.push_counted(data, memchr::memchr_iter(b'\n', data).count() as u64);
+    }
+
+    /// [`Self::push`] of `data` whose `newlines` the caller counted already.
+    pub fn push_counted(&mut self, data: &[u8], newlines: u64) {
         self.bytes += data.len() as u64;
-        self.newlines += memchr::memchr_iter(b'\n', data).count() as u64;
+        self.newlines += newlines;
         let to_head = self
             .head_cap
             .saturating_sub(self.head.len())

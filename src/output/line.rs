@@ -89,7 +89,11 @@ impl History {
     }
 
     fn clear(&mut self) {
-        *self = Self::default();
+        // Most lines were never redrawn: nothing to drop then (this runs
+        // once per line).
+        if !self.is_empty() {
+            *self = Self::default();
+        }
     }
 }
 

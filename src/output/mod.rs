@@ -5,12 +5,15 @@
 //! [`redact`] (secrets replaced first), [`terminal`] clean-up (vte; `\r`
 //! redraws and progress lines folded, see [`line`]), the [`spill`] file
 //! (full cleaned text on disk) and the in-memory cap ([`headtail`]), joined
-//! by [`capture`]; then at reply time [`render`]: binary refusal and
-//! [`fold`]ing to the token budget with a marker naming the left-out lines.
+//! by [`capture`], which also hands every finished line to the
+//! [`highlights`] detector; then at reply time [`render`]: binary refusal
+//! and [`fold`]ing to the token budget with a marker naming the left-out
+//! lines (and which highlights it left out).
 
 pub mod capture;
 pub mod fold;
 pub mod headtail;
+pub mod highlights;
 pub mod line;
 pub mod redact;
 pub mod render;

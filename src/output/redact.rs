@@ -114,6 +114,16 @@ impl Redactor {
         out
     }
 
+    /// Redacts the start of a longer text that was cut: an end that could
+    /// begin a secret is dropped, since the rest of the secret was not seen.
+    pub fn redact_cut(&self, bytes: &[u8]) -> Vec<u8> {
+        if self.matcher.is_none() {
+            return bytes.to_vec();
+        }
+        let keep = self.partial_secret_start(bytes, 0);
+        self.redact_bytes(&bytes[..keep])
+    }
+
     /// Where the longest end of `buffer[from..]` that is a proper prefix of
     /// some secret starts (`buffer.len()` when there is none).
     fn partial_secret_start(&self, buffer: &[u8], from: usize) -> usize {

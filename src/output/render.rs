@@ -2,10 +2,12 @@
 //!
 //! Binary output is refused with a one-line notice; text is folded to the
 //! token budget ([`super::fold`]), colour is removed unless asked for, and
-//! anything that is still not UTF-8 is replaced. Never panics.
+//! anything that is still not UTF-8 is replaced. Never panics. The
+//! window's highlights come along, each marked shown or left out.
 
 use super::capture::Captured;
 use super::fold::{BYTES_PER_TOKEN, fold};
+use super::highlights::Found;
 use super::terminal::strip_sgr;
 
 /// The default token budget of one reply or result.
@@ -39,22 +41,32 @@ pub struct Rendered {
     pub original_bytes: u64,
     /// `original_bytes / 4`, rounded up.
     pub original_token_count: u64,
+    /// The lines that carry a failure, each marked shown or left out.
+    pub highlights: Found,
 }
 
 /// Renders `captured` for the model.
 pub fn render(captured: &Captured, options: &RenderOptions) -> Rendered {
     let original_bytes = captured.total_bytes;
     let original_token_count = original_bytes.div_ceil(BYTES_PER_TOKEN as u64);
+    let mut highlights = captured.highlights.clone();
     if captured.binary {
+        highlights.mark_shown(|_| true);
         return Rendered {
             text: binary_notice(captured),
             truncated: true,
             original_bytes,
             original_token_count,
+            highlights,
         };
     }
     let budget = options.max_output_tokens.saturating_mul(BYTES_PER_TOKEN);
     let folded = fold(captured, budget);
+    highlights.mark_shown(|line| {
+        folded
+            .left_out
+            .is_some_and(|(first, last)| (first..=last).contains(&line))
+    });
     let bytes = if options.keep_color || memchr::memchr(0x1B, &folded.text).is_none() {
         folded.text
     } else {
@@ -69,6 +81,7 @@ pub fn render(captured: &Captured, options: &RenderOptions) -> Rendered {
         truncated: folded.truncated,
         original_bytes,
         original_token_count,
+        highlights,
     }
 }
 
@@ -152,6 +165,43 @@ mod tests {
             ..RenderOptions::default()
         };
         assert_eq!(render(&captured, &keep).text, "\x1b[31mred\x1b[0m");
+    }
+
+    #[test]
+    fn highlights_are_marked_shown_or_left_out_by_the_fold() {
+        use crate::output::{CaptureConfig, StreamCapture};
+        let mut capture = StreamCapture::new(CaptureConfig::default());
+        capture.push(b"error: at the top\n");
+        for i in 2..1000 {
+            if i == 500 {
+                capture.push(b"main.c:4:5: error: in the middle\n");
+            } else {
+                capture.push(format!("line {i}\n").as_bytes());
+            }
+        }
+        capture.finish();
+        let rendered = render(
+            &capture.whole(),
+            &RenderOptions {
+                max_output_tokens: 50,
+                keep_color: false,
+            },
+        );
+        assert!(rendered.truncated);
+        let all: Vec<(u64, bool)> = rendered
+            .highlights
+            .select()
+            .iter()
+            .map(|h| (h.line, h.shown))
+            .collect();
+        assert_eq!(all, [(1, true), (500, false)]);
+        let left_out: Vec<u64> = rendered
+            .highlights
+            .select_left_out()
+            .iter()
+            .map(|h| h.line)
+            .collect();
+        assert_eq!(left_out, [500]);
     }
 
     #[test]

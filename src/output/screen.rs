@@ -129,6 +129,16 @@ impl Screen {
         self.seen.clear();
     }
 
+    /// Exchanges the committed text and its seen spans for `text` and
+    /// `seen` (emptied first): the caller takes them without a copy, and
+    /// the screen goes on in the caller's old buffers.
+    pub(crate) fn swap_committed(&mut self, text: &mut Vec<u8>, seen: &mut Vec<Range<usize>>) {
+        text.clear();
+        seen.clear();
+        std::mem::swap(&mut self.committed, text);
+        std::mem::swap(&mut self.seen, seen);
+    }
+
     /// Takes the committed text out, leaving the buffer empty.
     pub(crate) fn take_committed(&mut self) -> Vec<u8> {
         self.seen.clear();

@@ -167,6 +167,14 @@ impl TerminalCleaner {
         self.screen.seen()
     }
 
+    /// Takes the committed text and its seen spans into `text` and `seen`
+    /// without copying them (their old contents are dropped, their
+    /// buffers reused): the same as reading both, then
+    /// [`Self::clear_committed`].
+    pub fn swap_committed(&mut self, text: &mut Vec<u8>, seen: &mut Vec<Range<usize>>) {
+        self.screen.swap_committed(text, seen);
+    }
+
     /// Forgets the committed text once the caller has taken it.
     pub fn clear_committed(&mut self) {
         self.screen.clear_committed();

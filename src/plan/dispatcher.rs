@@ -510,6 +510,9 @@ impl Dispatcher {
         }
         result.stdout = redact_text(secrets, &result.stdout);
         result.stderr = redact_text(secrets, &result.stderr);
+        for highlight in &mut result.highlights {
+            highlight.text = redact_text(secrets, &highlight.text);
+        }
         if let Some(error) = &mut result.error {
             error.message = redact_text(secrets, &error.message);
         }

@@ -289,6 +289,7 @@ impl Execution {
             rendered.truncated |= more.truncated;
             rendered.original_bytes += more.original_bytes;
             rendered.original_token_count += more.original_token_count;
+            rendered.highlights.merge(more.highlights);
         }
         rendered
     }

@@ -18,11 +18,12 @@ use super::path_entry::session_context;
 use super::{FULL_ACCESS, NO_SANDBOX};
 use crate::context::ProcessContext;
 use crate::exit_code;
+use crate::output::highlights::Found;
 use crate::output::{DEFAULT_MAX_OUTPUT_TOKENS, RenderOptions};
 use crate::plan::Door;
 use crate::plan::registry_args::RegistryArgs;
 use crate::registry::kinds;
-use crate::result::{FullOutputPaths, NormalizedResult, OriginalBytes, Status};
+use crate::result::{FullOutputPaths, NormalizedResult, OriginalBytes, ResultError, Status};
 
 /// The command timeout when none is given (as on Linux).
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
@@ -334,8 +335,12 @@ pub(crate) fn to_result(completed: &Completed, id: Option<Value>) -> NormalizedR
         },
         sandbox: None,
         cached: false,
-        error: None,
+        error: (status == Status::Timeout).then(|| ResultError::timeout(None, Vec::new())),
         capped: Vec::new(),
+        highlights: crate::result::highlights_for(
+            status,
+            &Found::of_streams(&completed.stdout.highlights, &completed.stderr.highlights).select(),
+        ),
     }
 }
 

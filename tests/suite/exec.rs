@@ -311,6 +311,7 @@ fn json_timeout_status() {
     let json = result.json();
     assert_eq!(json["status"], "timeout");
     assert_eq!(json["exit_code"], 124);
+    assert_eq!(json["error"]["kind"], "timeout", "{json}");
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod file_policy;
 mod gate;
 #[cfg(target_os = "linux")]
 mod hidden_secrets;
+pub(crate) mod highlights;
 mod limits;
 pub(crate) mod listeners;
 #[cfg(target_os = "linux")]

@@ -19,6 +19,7 @@ use tokio::process::Command;
 
 use crate::common::{TestEnv, bin};
 
+mod highlights;
 mod tty;
 
 /// The longest any single test may take.

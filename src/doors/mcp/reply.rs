@@ -1,5 +1,10 @@
 //! The reply of `exec_command` and `write_stdin`: the contract's text block
 //! and the same fields as structured content, built from plain values.
+//!
+//! A command that exited with a code other than 0 also gets the lines that
+//! carry its failure which the fold left out, under `Highlights:` (line
+//! numbers of the spill file the fold marker names), so the model sees an
+//! `error[E0308]` from the omitted middle without reading the file.
 
 use std::time::Duration;
 
@@ -17,6 +22,37 @@ pub(crate) enum ReplyState {
     Matched,
     /// On a PTY, the foreground process is blocked reading the terminal.
     AwaitingInput,
+}
+
+/// A line that carries the failure, left out of the reply's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct LeftOutHighlight {
+    /// `stdout` or `stderr`; omitted for a session's one merged stream.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub(crate) stream: &'static str,
+    /// The spill file's line (1-based).
+    pub(crate) line: u64,
+    pub(crate) text: String,
+}
+
+impl LeftOutHighlight {
+    /// Those of `rendered`'s highlights the fold left out, for a command
+    /// that ended with `exit_code` (none for a success or a running one).
+    pub(crate) fn of(rendered: &crate::output::Rendered, exit_code: Option<i32>) -> Vec<Self> {
+        if exit_code.is_none_or(|code| code == 0) {
+            return Vec::new();
+        }
+        rendered
+            .highlights
+            .select_left_out()
+            .into_iter()
+            .map(|h| Self {
+                stream: h.stream,
+                line: h.line,
+                text: h.text,
+            })
+            .collect()
+    }
 }
 
 /// Everything a reply says.
@@ -41,6 +77,10 @@ pub(crate) struct Reply {
     /// `max_output_tokens (asked N, limit M)`. Omitted when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) capped: Vec<String>,
+    /// Lines that carry the failure which the fold left out of `output`.
+    /// Omitted when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) highlights: Vec<LeftOutHighlight>,
 }
 
 impl Reply {
@@ -86,6 +126,20 @@ impl Reply {
         for note in &self.notes {
             text.push_str(&format!("Note: {note}\n"));
         }
+        if !self.highlights.is_empty() {
+            text.push_str("Highlights:\n");
+            for highlight in &self.highlights {
+                let stream = if highlight.stream.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} ", highlight.stream)
+                };
+                text.push_str(&format!(
+                    "  {stream}line {}: {}\n",
+                    highlight.line, highlight.text
+                ));
+            }
+        }
         text.push_str(&format!(
             "Original token count: {}\nOutput:\n",
             self.original_token_count
@@ -117,6 +171,7 @@ mod tests {
             sandbox: None,
             notes: Vec::new(),
             capped: Vec::new(),
+            highlights: Vec::new(),
         }
     }
 
@@ -135,6 +190,54 @@ mod tests {
             text,
             "Wall time: 0.0123 seconds\nProcess running with session ID 3\nProcess is waiting for input\nOriginal token count: 57\nOutput:\nhello\n"
         );
+    }
+
+    #[test]
+    fn a_failed_command_lists_the_highlights_the_fold_left_out() {
+        let mut r = reply(ReplyState::Exited);
+        r.exit_code = Some(101);
+        r.highlights = vec![LeftOutHighlight {
+            stream: "",
+            line: 8000,
+            text: "error[E0308]: mismatched types".into(),
+        }];
+        assert_eq!(
+            r.to_text(),
+            "Wall time: 0.0123 seconds\nProcess exited with code 101\nHighlights:\n  line 8000: error[E0308]: mismatched types\nOriginal token count: 57\nOutput:\nhello\n"
+        );
+        assert_eq!(r.to_structured()["highlights"][0]["line"], 8000);
+        assert!(r.to_structured()["highlights"][0].get("stream").is_none());
+    }
+
+    #[test]
+    fn only_a_command_that_failed_gets_highlights() {
+        let mut capture =
+            crate::output::StreamCapture::new(crate::output::CaptureConfig::default());
+        capture.push(b"error: one\n");
+        for i in 0..2000 {
+            capture.push(format!("line {i}\n").as_bytes());
+        }
+        capture.push(b"error: two\n");
+        for i in 0..2000 {
+            capture.push(format!("line {i}\n").as_bytes());
+        }
+        capture.finish();
+        let rendered = crate::output::render(
+            &capture.whole(),
+            &crate::output::RenderOptions {
+                max_output_tokens: 100,
+                keep_color: false,
+            },
+        );
+        let lines = |code| -> Vec<u64> {
+            LeftOutHighlight::of(&rendered, code)
+                .iter()
+                .map(|h| h.line)
+                .collect()
+        };
+        assert_eq!(lines(Some(1)), [2002], "the first is shown in the head");
+        assert!(lines(Some(0)).is_empty());
+        assert!(lines(None).is_empty(), "still running");
     }
 
     #[test]

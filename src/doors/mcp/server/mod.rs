@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 
 use super::approval;
 use super::client::ClientSeat;
-use super::reply::{Reply, ReplyState};
+use super::reply::{LeftOutHighlight, Reply, ReplyState};
 use super::session::CommandSession;
 use super::table::SessionTable;
 use super::tools::{self, registry::RegistryTools};
@@ -383,6 +383,7 @@ pub(super) fn window_reply(
     } else {
         None
     };
+    let highlights = LeftOutHighlight::of(&rendered, exit_code);
     Reply {
         wall_time_seconds: Reply::wall_time(started.elapsed()),
         exit_code,
@@ -395,5 +396,6 @@ pub(super) fn window_reply(
         sandbox: session.attestation(),
         notes,
         capped: Vec::new(),
+        highlights,
     }
 }

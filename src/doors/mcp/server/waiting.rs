@@ -117,5 +117,6 @@ fn cancelled_reply(id: u64, session: &CommandSession, started: Instant) -> Reply
             "the call was cancelled: nothing was read and session {id} goes on; write_stdin polls it"
         )],
         capped: Vec::new(),
+        highlights: Vec::new(),
     }
 }
