@@ -37,10 +37,21 @@ pub const DEFAULT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// to the spill directory, which then holds only spill files.
 const SCAN_MARKER: &str = "spill.last-scan";
 
-/// Spill files this process made since its last scan of the store.
-static CREATED_SINCE_SCAN: AtomicUsize = AtomicUsize::new(0);
-/// How many files the last scan of this process left (the new one counted).
-static LEFT_AT_SCAN: AtomicUsize = AtomicUsize::new(0);
+/// What this process knows of one store directory's file count, shared by
+/// every [`SpillStore`] opened on that directory (a server opens one per
+/// run); two directories never share counts.
+#[derive(Debug, Default)]
+struct FileCount {
+    /// Spill files this process made since its last scan of the store.
+    created_since_scan: AtomicUsize,
+    /// How many files the last scan left (the new one counted).
+    left_at_scan: AtomicUsize,
+}
+
+/// The directories this process made (or found), with their counts; past
+/// [`KNOWN_DIRS`] a directory gets counts of its own per open.
+static KNOWN: std::sync::Mutex<Vec<(PathBuf, Arc<FileCount>)>> = std::sync::Mutex::new(Vec::new());
+const KNOWN_DIRS: usize = 16;
 
 /// How often (in bytes written by one writer) the store cap is re-checked.
 const CAP_CHECK_INTERVAL: u64 = 4 * 1024 * 1024;
@@ -70,6 +81,8 @@ struct StoreInner {
     cap_bytes: u64,
     /// A new file skips the directory scan when one ran this recently.
     scan_interval: Duration,
+    /// This directory's file count as this process knows it.
+    count: Arc<FileCount>,
 }
 
 impl SpillStore {
@@ -79,23 +92,28 @@ impl SpillStore {
         // Once made, a directory is taken as there (a writer makes it again
         // if someone removed it meanwhile): saves a mkdir per run of a
         // server that runs thousands.
-        static MADE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-        let mut made = crate::sync::lock(&MADE);
-        if !made.contains(&dir) {
-            make_store_dir(&dir).map_err(|source| SpillError::CreateDir {
-                path: dir.clone(),
-                source,
-            })?;
-            if made.len() < 16 {
-                made.push(dir.clone());
+        let mut known = crate::sync::lock(&KNOWN);
+        let count = match known.iter().find(|(made, _)| *made == dir) {
+            Some((_, count)) => Arc::clone(count),
+            None => {
+                make_store_dir(&dir).map_err(|source| SpillError::CreateDir {
+                    path: dir.clone(),
+                    source,
+                })?;
+                let count = Arc::new(FileCount::default());
+                if known.len() < KNOWN_DIRS {
+                    known.push((dir.clone(), Arc::clone(&count)));
+                }
+                count
             }
-        }
-        drop(made);
+        };
+        drop(known);
         Ok(Self {
             inner: Arc::new(StoreInner {
                 dir,
                 cap_bytes: total_cap_bytes,
                 scan_interval: DEFAULT_SCAN_INTERVAL,
+                count,
             }),
         })
     }
@@ -108,6 +126,7 @@ impl SpillStore {
                 dir: self.inner.dir.clone(),
                 cap_bytes: self.inner.cap_bytes,
                 scan_interval: interval,
+                count: Arc::clone(&self.inner.count),
             }),
         }
     }
@@ -119,8 +138,9 @@ impl SpillStore {
         // The file count holds whatever the interval: files this process
         // made since its last scan, on top of what that scan left, force
         // the next scan once they could pass [`MAX_SPILL_FILES`].
-        let made = CREATED_SINCE_SCAN.fetch_add(1, Ordering::Relaxed) + 1;
-        if made + LEFT_AT_SCAN.load(Ordering::Relaxed) >= MAX_SPILL_FILES {
+        let count = &self.inner.count;
+        let made = count.created_since_scan.fetch_add(1, Ordering::Relaxed) + 1;
+        if made + count.left_at_scan.load(Ordering::Relaxed) >= MAX_SPILL_FILES {
             let _ = File::create(self.inner.dir.with_file_name(SCAN_MARKER));
             self.enforce_cap(reserve);
             return;
@@ -191,7 +211,10 @@ impl SpillStore {
         let mut total: u64 = files.iter().map(|(_, len, _)| len).sum();
         // Room for the file about to be created.
         let mut count = files.len() + 1;
-        CREATED_SINCE_SCAN.store(0, Ordering::Relaxed);
+        self.inner
+            .count
+            .created_since_scan
+            .store(0, Ordering::Relaxed);
         files.sort();
         for (_, len, path) in files {
             if total.saturating_add(reserve) <= self.inner.cap_bytes && count <= MAX_SPILL_FILES {
@@ -202,7 +225,10 @@ impl SpillStore {
                 count -= 1;
             }
         }
-        LEFT_AT_SCAN.store(count, Ordering::Relaxed);
+        self.inner
+            .count
+            .left_at_scan
+            .store(count, Ordering::Relaxed);
         total
     }
 }
